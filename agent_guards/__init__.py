@@ -1,0 +1,1 @@
+"""agent-guards: runtime guards for LangGraph agents."""

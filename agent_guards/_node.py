@@ -1,0 +1,85 @@
+"""Plumbing shared by every guard adapter (node or edge). Private: not part of the API.
+
+An adapter does three things around a pure core, and they are the same for every guard:
+
+* stamp the decision with the graph step and the run's clock, attach it to the LangSmith
+  run, and write it to ``guard_log``;
+* turn :class:`InvalidInputError` from the core into a decision with reason
+  ``invalid_input`` that leaves the rest of the state untouched;
+* let ``GraphBubbleUp`` (interrupts, ``Command`` bubbling) pass, always.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.errors import GraphBubbleUp
+
+from .errors import InvalidInputError
+from .tracing import attach_decision
+from .types import GuardDecision, Verdict, now_from_config, step_from_config
+
+T = TypeVar("T")
+
+LOG_KEY = "guard_log"
+
+
+def stamp(decision: GuardDecision, config: RunnableConfig | None) -> GuardDecision:
+    """Fill in step and time from the config, and attach the decision to the current run."""
+    stamped = decision.with_context(
+        step=step_from_config(config), at=now_from_config(config).isoformat()
+    )
+    attach_decision(stamped)
+    return stamped
+
+
+def invalid_input(
+    guard: str, error: InvalidInputError, *, policy: str = "", verdict: Verdict = Verdict.ABSTAIN
+) -> GuardDecision:
+    """The decision an adapter records when its core rejected the input."""
+    return GuardDecision(
+        guard=guard,
+        verdict=verdict,
+        reason="invalid_input",
+        detail=str(error),
+        selected_ids=(),
+        dropped_ids=(error.item,) if error.item else (),
+        policy=policy,
+        data={"field": error.field, "item": error.item, "problem": error.problem},
+    )
+
+
+def guarded(
+    func: Callable[..., T],
+    on_invalid: Callable[[InvalidInputError], T],
+) -> Callable[..., T]:
+    """Wrap ``func`` so bad input becomes ``on_invalid(err)``; interrupts always pass."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return func(*args, **kwargs)
+        except GraphBubbleUp:
+            raise
+        except InvalidInputError as err:
+            return on_invalid(err)
+
+    return wrapper
+
+
+def runnable(
+    name: str,
+    func: Callable[[Any, RunnableConfig], Any],
+    afunc: Callable[[Any, RunnableConfig], Awaitable[Any]] | None = None,
+) -> RunnableLambda[Any, Any]:
+    """A sync+async node/edge built once (``RunnableLambda(func, afunc=...)``).
+
+    Without ``afunc`` the async path runs ``func`` inline: the cores are pure CPU work
+    that finishes in microseconds, so a thread hop would cost more than it saves.
+    """
+
+    async def _afunc(state: Any, config: RunnableConfig) -> Any:
+        return func(state, config)
+
+    return RunnableLambda(func, afunc=afunc or _afunc, name=name)

@@ -1,0 +1,122 @@
+"""Exceptions raised by agent-guards.
+
+The tree::
+
+    Exception
+     +-- AgentGuardError              base of everything raised at run time
+          +-- InvalidInputError       malformed runtime input; names the item and field
+          +-- GuardTripped            a guard stopped the run; carries guard, reason, limit, value
+          |    +-- BudgetExceeded     a Budget / StopCondition tripped
+          |    +-- LoopDetected       loop_check stopped a repeating run
+          |    +-- CircuitOpen        a tool's circuit breaker is open
+          +-- ToolFailure             typed errors for tool authors (see failures.py)
+
+    ValueError / TypeError            configuration mistakes, raised when a policy or
+                                      graph is built, naming the bad value and the allowed ones
+
+Pure cores raise :class:`InvalidInputError`; node adapters turn it into a decision with
+reason ``invalid_input`` and leave graph state intact. ``GraphBubbleUp`` (interrupts) is
+never caught. Nothing here subclasses ``BaseException`` directly.
+
+Example:
+    >>> err = BudgetExceeded(guard="budget", reason="max_steps", limit=10, value=11)
+    >>> str(err)
+    'budget stopped the run: max_steps (11 > limit 10)'
+    >>> InvalidInputError("missing", item="doc-7", field="id").field
+    'id'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = [
+    "AgentGuardError",
+    "BudgetExceeded",
+    "CircuitOpen",
+    "GuardTripped",
+    "InvalidInputError",
+    "LoopDetected",
+    "ToolFailure",
+    "check_choice",
+    "trip_message",
+]
+
+
+class AgentGuardError(Exception):
+    """Base class of every runtime error raised by agent-guards."""
+
+
+class InvalidInputError(AgentGuardError, ValueError):
+    """Malformed runtime input. ``item`` and ``field`` say where.
+
+    It is also a ``ValueError`` so callers that validate with ``except ValueError`` catch it.
+    """
+
+    def __init__(self, problem: str, *, item: str | None = None, field: str | None = None) -> None:
+        self.problem = problem
+        self.item = item
+        self.field = field
+        where = " ".join(
+            part
+            for part in (
+                f"item {item!r}" if item is not None else "",
+                f"field {field!r}" if field is not None else "",
+            )
+            if part
+        )
+        super().__init__(f"{where}: {problem}" if where else problem)
+
+
+def trip_message(guard: str, reason: str, limit: Any = None, value: Any = None) -> str:
+    """The one sentence used both in the exception and in the message shown to the user."""
+    if limit is not None and value is not None:
+        return f"{guard} stopped the run: {reason} ({value} > limit {limit})"
+    return f"{guard} stopped the run: {reason}"
+
+
+class GuardTripped(AgentGuardError):
+    """A guard stopped the run. Fields let callers react without parsing text."""
+
+    def __init__(
+        self, *, guard: str, reason: str, limit: Any = None, value: Any = None, detail: str = ""
+    ) -> None:
+        self.guard = guard
+        self.reason = reason
+        self.limit = limit
+        self.value = value
+        self.detail = detail
+        super().__init__(trip_message(guard, reason, limit, value) + (f"; {detail}" if detail else ""))
+
+
+class BudgetExceeded(GuardTripped):
+    """A budget (steps, replans, tool calls, model calls, tokens, seconds) ran out."""
+
+
+class LoopDetected(GuardTripped):
+    """The same action (or cycle of actions) kept repeating without progress."""
+
+
+class CircuitOpen(GuardTripped):
+    """A tool's circuit breaker is open; the call was not made."""
+
+
+class ToolFailure(AgentGuardError):
+    """Base for the typed errors tool authors raise (see ``agent_guards.failures``)."""
+
+
+def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
+    """Return ``value`` if it is one of ``allowed``; else raise ValueError naming both.
+
+    >>> check_choice("mode", "fast", ["interactive", "headless"])
+    Traceback (most recent call last):
+    ...
+    ValueError: mode='fast' is not allowed; allowed: 'interactive', 'headless'
+    """
+    options = list(allowed)
+    if value not in options:
+        raise ValueError(
+            f"{name}={value!r} is not allowed; allowed: {', '.join(repr(o) for o in options)}"
+        )
+    return value

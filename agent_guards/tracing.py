@@ -1,0 +1,64 @@
+"""Guard decisions on LangSmith runs: metadata and ``guard:<name>:<verdict>`` tags.
+
+When a guard records a decision inside a traced run (``LANGSMITH_TRACING=true``), the
+decision is attached to the run of the node that made it, so LangSmith and LangGraph
+Studio show *why* a run answered, clarified or stopped. Outside a traced run this is a
+no-op that costs one context-variable lookup.
+
+Example:
+    >>> from agent_guards.types import GuardDecision, Verdict
+    >>> d = GuardDecision(guard="loop_check", verdict=Verdict.NUDGE, reason="repeated_call")
+    >>> decision_metadata([d])["guard_verdicts"]
+    {'loop_check': 'nudge'}
+    >>> attach_decision(d)  # no active run here: nothing happens
+    False
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .types import GuardDecision
+
+__all__ = ["attach_decision", "decision_metadata", "decision_tags"]
+
+METADATA_KEY = "guard_decisions"
+
+
+def decision_tags(decisions: Iterable[GuardDecision]) -> list[str]:
+    """Tags for a set of decisions, in order, without duplicates."""
+    return list(dict.fromkeys(d.tag for d in decisions))
+
+
+def decision_metadata(decisions: Iterable[GuardDecision]) -> dict[str, Any]:
+    """Run metadata for decisions: the full records plus a ``guard -> verdict`` summary."""
+    items = list(decisions)
+    return {
+        METADATA_KEY: [d.to_dict() for d in items],
+        "guard_verdicts": {d.guard: d.verdict.value for d in items},
+    }
+
+
+def attach_decision(decision: GuardDecision) -> bool:
+    """Attach ``decision`` to the current LangSmith run, if there is one.
+
+    Returns True when a run was found. Never raises: tracing must not break a run.
+    """
+    try:
+        from langsmith.run_helpers import get_current_run_tree
+
+        run = get_current_run_tree()
+    except Exception:  # pragma: no cover - langsmith internals changed
+        return False
+    if run is None:
+        return False
+    metadata = run.metadata if run.metadata is not None else {}
+    metadata.setdefault(METADATA_KEY, []).append(decision.to_dict())
+    metadata.setdefault("guard_verdicts", {})[decision.guard] = decision.verdict.value
+    run.metadata = metadata
+    tags = list(run.tags or [])
+    if decision.tag not in tags:
+        tags.append(decision.tag)
+    run.tags = tags
+    return True

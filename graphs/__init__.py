@@ -1,0 +1,1 @@
+"""Reference graphs for agent-guards (shipped as ``agent_guards.graphs``)."""
