@@ -52,14 +52,18 @@ def invalid_input(
 
 
 def guarded(
-    func: Callable[..., T],
+    func: Callable[[Any, RunnableConfig], T],
     on_invalid: Callable[[InvalidInputError], T],
-) -> Callable[..., T]:
-    """Wrap ``func`` so bad input becomes ``on_invalid(err)``; interrupts always pass."""
+) -> Callable[[Any, RunnableConfig], T]:
+    """Wrap a ``(state, config)`` function so bad input becomes ``on_invalid(err)``.
 
-    def wrapper(*args: Any, **kwargs: Any) -> T:
+    Interrupts (``GraphBubbleUp``) always pass. The wrapper keeps the two-argument
+    signature so ``RunnableLambda`` hands it the config.
+    """
+
+    def wrapper(state: Any, config: RunnableConfig) -> T:
         try:
-            return func(*args, **kwargs)
+            return func(state, config)
         except GraphBubbleUp:
             raise
         except InvalidInputError as err:

@@ -19,9 +19,9 @@ reason ``invalid_input`` and leave graph state intact. ``GraphBubbleUp`` (interr
 never caught. Nothing here subclasses ``BaseException`` directly.
 
 Example:
-    >>> err = BudgetExceeded(guard="budget", reason="max_steps", limit=10, value=11)
+    >>> err = BudgetExceeded(guard="budget", reason="max_steps", limit=10, value=10)
     >>> str(err)
-    'budget stopped the run: max_steps (11 > limit 10)'
+    'budget stopped the run: max_steps (10 used, limit 10)'
     >>> InvalidInputError("missing", item="doc-7", field="id").field
     'id'
 """
@@ -72,7 +72,7 @@ class InvalidInputError(AgentGuardError, ValueError):
 def trip_message(guard: str, reason: str, limit: Any = None, value: Any = None) -> str:
     """The one sentence used both in the exception and in the message shown to the user."""
     if limit is not None and value is not None:
-        return f"{guard} stopped the run: {reason} ({value} > limit {limit})"
+        return f"{guard} stopped the run: {reason} ({value} used, limit {limit})"
     return f"{guard} stopped the run: {reason}"
 
 
@@ -87,7 +87,9 @@ class GuardTripped(AgentGuardError):
         self.limit = limit
         self.value = value
         self.detail = detail
-        super().__init__(trip_message(guard, reason, limit, value) + (f"; {detail}" if detail else ""))
+        super().__init__(
+            trip_message(guard, reason, limit, value) + (f"; {detail}" if detail else "")
+        )
 
 
 class BudgetExceeded(GuardTripped):

@@ -30,7 +30,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import PrivateAttr, TypeAdapter
+from pydantic import Field, PrivateAttr, TypeAdapter
 
 __all__ = [
     "FaultyTool",
@@ -51,7 +51,9 @@ def tool_call_message(
     """An AIMessage asking for one tool call (a fresh call id unless ``id`` is given)."""
     return AIMessage(
         content=content,
-        tool_calls=[{"name": name, "args": dict(args or {}), "id": id or f"call_{next(_call_ids)}"}],
+        tool_calls=[
+            {"name": name, "args": dict(args or {}), "id": id or f"call_{next(_call_ids)}"}
+        ],
     )
 
 
@@ -134,7 +136,7 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self._next_item(messages))])
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
         """Record the tool names and return this model (the script decides the calls)."""
         for tool in tools:
             name = getattr(tool, "name", None) or getattr(tool, "__name__", None)
@@ -143,7 +145,7 @@ class ScriptedChatModel(BaseChatModel):
             self._bound_tools.append(str(name))
         return self
 
-    def with_structured_output(  # type: ignore[override]
+    def with_structured_output(
         self, schema: Any, *, include_raw: bool = False, **kwargs: Any
     ) -> Runnable[Any, Any]:
         """Parse the scripted reply (JSON content, or the first tool call's args) into ``schema``.
@@ -159,7 +161,9 @@ class ScriptedChatModel(BaseChatModel):
             else:
                 raw = json.loads(str(message.content))
             parsed = adapter.validate_python(raw) if adapter is not None else raw
-            return {"raw": message, "parsed": parsed, "parsing_error": None} if include_raw else parsed
+            return (
+                {"raw": message, "parsed": parsed, "parsing_error": None} if include_raw else parsed
+            )
 
         return self | RunnableLambda(parse, name="parse_structured")
 
@@ -168,9 +172,9 @@ class FaultyTool(StructuredTool):
     """A tool wrapped with scripted faults. ``calls`` counts every call (1-based)."""
 
     calls: int = 0
-    fail_on: dict[int, Any] = {}
+    fail_on: dict[int, Any] = Field(default_factory=dict)
     empty_on: frozenset[int] = frozenset()
-    delay_on: dict[int, float] = {}
+    delay_on: dict[int, float] = Field(default_factory=dict)
     empty_value: Any = ""
 
     def _fault(self, call: int) -> tuple[bool, float]:
@@ -244,7 +248,7 @@ def faulty_tool(
     wrapped = FaultyTool(
         name=tool.name,
         description=tool.description,
-        args_schema=tool.args_schema,
+        args_schema=tool.args_schema or {},
         func=func,
         coroutine=afunc,
         fail_on=faults,
@@ -253,4 +257,3 @@ def faulty_tool(
         empty_value=empty_value,
     )
     return wrapped
-

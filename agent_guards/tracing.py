@@ -53,10 +53,9 @@ def attach_decision(decision: GuardDecision) -> bool:
         return False
     if run is None:
         return False
-    metadata = run.metadata if run.metadata is not None else {}
+    metadata = run.metadata  # a dict held in run.extra; mutated in place
     metadata.setdefault(METADATA_KEY, []).append(decision.to_dict())
     metadata.setdefault("guard_verdicts", {})[decision.guard] = decision.verdict.value
-    run.metadata = metadata
     tags = list(run.tags or [])
     if decision.tag not in tags:
         tags.append(decision.tag)

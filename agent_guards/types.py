@@ -21,9 +21,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
-from typing_extensions import TypedDict
-
 from langchain_core.runnables import RunnableConfig
+from typing_extensions import TypedDict
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum
@@ -83,7 +82,7 @@ def parse_verdict(value: Verdict | str) -> Verdict:
     >>> parse_verdict("maybe")
     Traceback (most recent call last):
     ...
-    ValueError: unknown verdict 'maybe'; allowed: answer, clarify, abstain, escalate, execute, replan, continue, reuse, nudge, stop, retry, repair, refuse, fallback
+    ValueError: unknown verdict 'maybe'; allowed: answer, clarify, abstain, ...
     """
     if isinstance(value, Verdict):
         return value
@@ -101,7 +100,9 @@ def parse_verdict(value: Verdict | str) -> Verdict:
 EvidenceRoute = Literal["answer", "clarify", "abstain", "escalate"]
 PlannerRoute = Literal["execute", "replan", "clarify", "escalate", "stop"]
 LoopRoute = Literal["continue", "nudge", "stop", "escalate"]
-RetryRoute = Literal["retry", "repair", "replan", "clarify", "abstain", "refuse", "fallback", "continue"]
+RetryRoute = Literal[
+    "retry", "repair", "replan", "clarify", "abstain", "refuse", "fallback", "continue"
+]
 ContextRoute = Literal["continue", "nudge", "repair"]
 
 
@@ -146,7 +147,9 @@ class GuardDecision:
         if not isinstance(self.guard, str) or not self.guard:
             raise ValueError(f"GuardDecision.guard must be a non-empty string, got {self.guard!r}")
         if not isinstance(self.reason, str) or not self.reason:
-            raise ValueError(f"GuardDecision.reason must be a non-empty string, got {self.reason!r}")
+            raise ValueError(
+                f"GuardDecision.reason must be a non-empty string, got {self.reason!r}"
+            )
         object.__setattr__(self, "verdict", parse_verdict(self.verdict))
         for name in ("selected_ids", "conflicting_ids", "dropped_ids"):
             object.__setattr__(self, name, _ids(getattr(self, name)))
@@ -168,7 +171,7 @@ class GuardDecision:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GuardDecision:
         """Inverse of :meth:`to_dict`; unknown keys are rejected by name."""
-        known = {f for f in cls.__dataclass_fields__}
+        known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"GuardDecision has no field(s) {unknown}; allowed: {sorted(known)}")
@@ -307,4 +310,3 @@ def step_from_config(config: RunnableConfig | None) -> int | None:
     """The LangGraph super-step a node runs in (``metadata["langgraph_step"]``), if known."""
     step = ((config or {}).get("metadata") or {}).get("langgraph_step")
     return step if isinstance(step, int) else None
-

@@ -1,0 +1,48 @@
+# agent-guards: `make demo` and `make test` set up .venv themselves (python3 -m venv).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+export LANGGRAPH_STRICT_MSGPACK ?= true
+export LANGSMITH_TRACING ?= false
+
+.DEFAULT_GOAL := help
+.PHONY: help demo test lint format type bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+# The venv is rebuilt when pyproject.toml changes: each stamp depends on it.
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.demo.stamp: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[sqlite]"
+	@touch $@
+
+$(VENV)/.dev.stamp: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	@touch $@ $(VENV)/.demo.stamp
+
+demo: $(VENV)/.demo.stamp ## run the built-in scenarios (SQLite, scripted model, no network)
+	$(BIN)/agent-guards demo
+
+test: $(VENV)/.dev.stamp ## run the test suite (starts a throwaway PostgreSQL itself)
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.dev.stamp ## ruff format --check and ruff check
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+format: $(VENV)/.dev.stamp ## apply ruff format and safe fixes
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+type: $(VENV)/.dev.stamp ## mypy --strict on the package
+	$(BIN)/mypy
+
+bench: $(VENV)/.dev.stamp ## benchmarks: a table of ratios measured in one run (+ bench-results.json)
+	$(BIN)/python -m benchmarks.run
+
+clean: ## remove the venv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .agent_guards .langgraph_api

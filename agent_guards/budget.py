@@ -1,0 +1,317 @@
+"""Budgets and stop conditions: the real stop conditions in front of ``recursion_limit``.
+
+A :class:`StopCondition` reads the cumulative ``usage`` counters from graph state and
+returns a :class:`StopReason` (or ``None`` to go on). Conditions are stateless values:
+counters live in the checkpointed state, so a retry, a resume or another worker never
+gets a fresh quota. Compose them like tenacity's stop functions: ``a | b`` stops when
+either does, ``a & b`` when both do; chains flatten.
+
+Example:
+    >>> budget = Budget(max_steps=20, max_tool_calls=8)
+    >>> stop = budget.stop_condition()
+    >>> stop({"usage": {"steps": 3, "tool_calls": 7}}) is None
+    True
+    >>> print(stop({"usage": {"steps": 3, "tool_calls": 8}}))
+    max_tool_calls: 8 used, limit 8
+    >>> recursion_limit_for(budget, nodes_per_step=4)
+    126
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .errors import BudgetExceeded
+
+__all__ = [
+    "AllOf",
+    "AnyOf",
+    "Budget",
+    "Deadline",
+    "MaxModelCalls",
+    "MaxReplans",
+    "MaxSteps",
+    "MaxTokens",
+    "MaxToolCalls",
+    "StopCondition",
+    "StopReason",
+    "recursion_limit_for",
+]
+
+
+@dataclass(frozen=True)
+class StopReason:
+    """Why a stop condition tripped: a reason code, the limit, and the value that passed it."""
+
+    reason: str
+    limit: float | None = None
+    value: float | None = None
+
+    def __str__(self) -> str:
+        if self.limit is None:
+            return self.reason
+        return f"{self.reason}: {_num(self.value)} used, limit {_num(self.limit)}"
+
+    def to_error(self, guard: str = "budget") -> BudgetExceeded:
+        """The exception form, for callers that prefer raising to routing."""
+        return BudgetExceeded(guard=guard, reason=self.reason, limit=self.limit, value=self.value)
+
+
+def _num(x: float | None) -> str:
+    return "?" if x is None else (str(int(x)) if float(x).is_integer() else f"{x:.1f}")
+
+
+def _usage(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    usage = state.get("usage") if isinstance(state, Mapping) else getattr(state, "usage", None)
+    return usage or {}
+
+
+class StopCondition(ABC):
+    """Base class: ``condition(state, now=None) -> StopReason | None``."""
+
+    @abstractmethod
+    def __call__(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
+        """Return why the run must stop, or None to continue."""
+
+    def __or__(self, other: StopCondition) -> AnyOf:
+        return AnyOf(self, other)
+
+    def __and__(self, other: StopCondition) -> AllOf:
+        return AllOf(self, other)
+
+
+class _Composite(StopCondition):
+    conditions: tuple[StopCondition, ...]
+
+    def __init__(self, *conditions: StopCondition) -> None:
+        flat: list[StopCondition] = []
+        for cond in conditions:
+            if not isinstance(cond, StopCondition):
+                raise TypeError(f"expected a StopCondition, got {type(cond).__name__}: {cond!r}")
+            flat.extend(cond.conditions if type(cond) is type(self) else (cond,))
+        if not flat:
+            raise ValueError(f"{type(self).__name__} needs at least one condition")
+        self.conditions = tuple(flat)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Composite)
+            and type(other) is type(self)
+            and other.conditions == self.conditions
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.conditions))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}{self.conditions!r}"
+
+
+class AnyOf(_Composite):
+    """Stops when any condition stops; the first tripped condition's reason is returned."""
+
+    def __call__(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
+        for cond in self.conditions:
+            if (reason := cond(state, now)) is not None:
+                return reason
+        return None
+
+
+class AllOf(_Composite):
+    """Stops only when every condition stops; the reasons are joined with ``&``."""
+
+    def __call__(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
+        reasons = []
+        for cond in self.conditions:
+            reason = cond(state, now)
+            if reason is None:
+                return None
+            reasons.append(reason)
+        return StopReason(" & ".join(str(r) for r in reasons))
+
+
+def _check_limit(name: str, value: Any, *, integer: bool = True) -> None:
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or not value > 0:
+        need = "an int >= 1" if integer else "a number > 0"
+        raise ValueError(f"{name} must be {need} or None, got {value!r}")
+    if not integer and math.isinf(value):
+        raise ValueError(f"{name} must be finite; use None for no limit")
+
+
+@dataclass(frozen=True)
+class _Max(StopCondition):
+    limit: int
+    counter = ""
+
+    def __post_init__(self) -> None:
+        _check_limit(f"{type(self).__name__}.limit", self.limit)
+
+    def __call__(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
+        value = int(_usage(state).get(self.counter, 0))
+        if value >= self.limit:
+            return StopReason(f"max_{self.counter}", self.limit, value)
+        return None
+
+
+class MaxSteps(_Max):
+    """Stop once ``limit`` steps ran (``usage["steps"] >= limit``)."""
+
+    counter = "steps"
+
+
+class MaxReplans(_Max):
+    """Stop once ``limit`` replans were accepted."""
+
+    counter = "replans"
+
+
+class MaxToolCalls(_Max):
+    """Stop once ``limit`` tool calls were made."""
+
+    counter = "tool_calls"
+
+
+class MaxModelCalls(_Max):
+    """Stop once ``limit`` model calls were made."""
+
+    counter = "model_calls"
+
+
+class MaxTokens(_Max):
+    """Stop once ``limit`` tokens were spent."""
+
+    counter = "tokens"
+
+
+@dataclass(frozen=True)
+class Deadline(StopCondition):
+    """Stop once ``seconds`` passed since ``usage["started_at"]``.
+
+    ``now`` must be passed in (from the run's clock) so replays decide the same way;
+    without it the condition cannot trip.
+    """
+
+    seconds: float
+
+    def __post_init__(self) -> None:
+        value = (
+            self.seconds.total_seconds() if isinstance(self.seconds, timedelta) else self.seconds
+        )
+        _check_limit("Deadline.seconds", value, integer=False)
+        object.__setattr__(self, "seconds", float(value))
+
+    def __call__(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
+        started = _usage(state).get("started_at")
+        if started is None or now is None:
+            return None
+        now = now if now.tzinfo else now.replace(tzinfo=timezone.utc)
+        elapsed = now.timestamp() - float(started)
+        if elapsed >= self.seconds:
+            return StopReason("max_seconds", self.seconds, round(elapsed, 3))
+        return None
+
+
+_CONDITIONS: dict[str, type[_Max]] = {
+    "max_steps": MaxSteps,
+    "max_replans": MaxReplans,
+    "max_tool_calls": MaxToolCalls,
+    "max_model_calls": MaxModelCalls,
+    "max_tokens": MaxTokens,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    """Cumulative per-thread limits. ``None`` means no limit for that counter.
+
+    A limit of N allows N of that thing: the condition trips once the counter reaches N,
+    so check it *before* spending (before calling the model or the tool).
+
+    A fully unbounded budget relies on ``recursion_limit`` alone, which LangGraph now sets
+    to about 10,000 super-steps: thousands of model calls. Set at least ``max_steps``.
+    """
+
+    max_steps: int | None = None
+    """Graph steps (as counted by the nodes that increment ``usage["steps"]``)."""
+    max_replans: int | None = None
+    """Accepted plan revisions."""
+    max_tool_calls: int | None = None
+    """Tool executions (reused results do not count)."""
+    max_model_calls: int | None = None
+    """Chat model invocations."""
+    max_tokens: int | None = None
+    """Tokens spent (prompt + completion, as reported or approximated)."""
+    max_seconds: float | timedelta | None = None
+    """Wall time since ``usage["started_at"]``, from the run's clock. Seconds or a timedelta."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if f.name == "max_seconds":
+                seconds = value.total_seconds() if isinstance(value, timedelta) else value
+                _check_limit(f"Budget.{f.name}", seconds, integer=False)
+                object.__setattr__(self, f.name, float(seconds))
+            else:
+                _check_limit(f"Budget.{f.name}", value)
+
+    def stop_condition(self) -> StopCondition | None:
+        """The budget as one condition (``AnyOf`` of its limits), or None if unbounded."""
+        conds: list[StopCondition] = [
+            cls(getattr(self, name))
+            for name, cls in _CONDITIONS.items()
+            if getattr(self, name) is not None
+        ]
+        if self.max_seconds is not None:
+            conds.append(Deadline(float(self.max_seconds)))  # type: ignore[arg-type]
+        return AnyOf(*conds) if conds else None
+
+    def check(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
+        """Shorthand for ``self.stop_condition()(state, now)``; None when unbounded."""
+        cond = self.stop_condition()
+        return cond(state, now) if cond is not None else None
+
+    def remaining(self, usage: Mapping[str, Any]) -> dict[str, int]:
+        """How much of each bounded counter is left (never negative)."""
+        return {
+            name.removeprefix("max_"): max(0, limit - int(usage.get(name.removeprefix("max_"), 0)))
+            for name in _CONDITIONS
+            if (limit := getattr(self, name)) is not None
+        }
+
+
+def recursion_limit_for(
+    budget: Budget, *, nodes_per_step: int, margin: float = 0.5, minimum: int = 25
+) -> int:
+    """A ``recursion_limit`` backstop that the budget always trips first.
+
+    ``nodes_per_step`` is how many super-steps one budgeted step takes in your graph (for
+    a model -> tools loop, 2; count conditional-edge-only guards as 0). The backstop is
+    ``(max_steps + 1) * nodes_per_step``, plus ``margin`` of that for the nodes that
+    finish the run after the stop, and never below ``minimum``.
+
+    >>> recursion_limit_for(Budget(max_steps=10), nodes_per_step=2)
+    33
+    """
+    if budget.max_steps is None:
+        raise ValueError(
+            "recursion_limit_for needs Budget.max_steps: an unbounded budget relies on "
+            "recursion_limit alone"
+        )
+    if (
+        isinstance(nodes_per_step, bool)
+        or not isinstance(nodes_per_step, int)
+        or nodes_per_step < 1
+    ):
+        raise ValueError(f"nodes_per_step must be an int >= 1, got {nodes_per_step!r}")
+    if not 0 <= margin <= 10:
+        raise ValueError(f"margin must be between 0 and 10, got {margin!r}")
+    base = (budget.max_steps + 1) * nodes_per_step
+    return max(minimum, base + math.ceil(base * margin))

@@ -1,0 +1,102 @@
+"""The ``agent-guards`` command.
+
+Subcommands: ``version``; ``demo`` (run the built-in scenarios on the embedded SQLite
+default, scripted model, no network).
+
+Example:
+    >>> main(["version"])  # doctest: +ELLIPSIS
+    agent-guards ...
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+from types import ModuleType
+
+__all__ = ["graphs_module", "main"]
+
+
+def package_version() -> str:
+    """The installed version of agent-guards."""
+    try:
+        return version("agent-guards")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0+unknown"
+
+
+def graphs_module(name: str) -> ModuleType:
+    """Import a module of the reference graphs.
+
+    In a wheel they ship as ``agent_guards.graphs``; in a source checkout (editable
+    install) they are the top-level ``graphs`` folder people clone.
+    """
+    try:
+        return import_module(f"agent_guards.graphs.{name}")
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("agent_guards.graphs"):
+            raise
+        return import_module(f"graphs.{name}")
+
+
+def _cmd_version(args: argparse.Namespace) -> int:
+    print(f"agent-guards {package_version()}")
+    return 0
+
+
+def _cmd_delegate(module: str, func: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        result = getattr(graphs_module(module), func)(args)
+        return int(result or 0)
+
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed so the docs and tests can render ``--help``)."""
+    parser = argparse.ArgumentParser(
+        prog="agent-guards",
+        description="Runtime guards for LangGraph agents: demo, history, replay and evals.",
+    )
+    parser.add_argument("--version", action="version", version=f"agent-guards {package_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("version", help="print the installed version")
+    p.set_defaults(func=_cmd_version)
+
+    p = sub.add_parser("demo", help="run the built-in scenarios (SQLite, scripted model)")
+    p.add_argument("--scenario", action="append", help="run only this scenario (repeatable)")
+    p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    p.add_argument(
+        "--db",
+        default=".agent_guards/demo.sqlite",
+        help="SQLite file path or postgresql:// URL for checkpoints and the store",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="provider:name of a real chat model (init_chat_model); default: scripted",
+    )
+    p.add_argument("--no-baseline", action="store_true", help="skip the unguarded comparison")
+    p.set_defaults(func=_cmd_delegate("scenarios", "demo_main"))
+
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    status: int = args.func(args)
+    return status
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
