@@ -114,8 +114,9 @@ def _ids(values: Iterable[str] | None) -> tuple[str, ...]:
 class GuardDecision:
     """One decision a guard made: the unit that traces, evals and diffs compare.
 
-    Ids are tuples (lists are accepted and converted). ``at`` records when the decision
-    was made; it is excluded from equality so a replay compares equal to the original.
+    Ids are tuples (lists are accepted and converted). ``step`` and ``at`` record where and
+    when the decision was made; they are excluded from equality, so a replay from a
+    checkpoint compares equal to the original run.
 
     Attributes:
         guard: The guard's name (``"evidence_resolve"``, ``"loop_check"``, ...).
@@ -139,7 +140,7 @@ class GuardDecision:
     conflicting_ids: tuple[str, ...] = ()
     dropped_ids: tuple[str, ...] = ()
     policy: str = ""
-    step: int | None = None
+    step: int | None = field(default=None, compare=False)
     at: str | None = field(default=None, compare=False)
     data: dict[str, Any] = field(default_factory=dict, hash=False)
 

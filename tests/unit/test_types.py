@@ -74,11 +74,13 @@ def test_decision_round_trips_through_json() -> None:
     assert again.at == d.at
 
 
-def test_decision_equality_ignores_the_timestamp_only() -> None:
-    a = GuardDecision(guard="g", verdict="stop", reason="r", at="2026-01-01T00:00:00")
-    assert a == GuardDecision(guard="g", verdict="stop", reason="r", at="2027-01-01T00:00:00")
+def test_decision_equality_ignores_where_and_when_only() -> None:
+    a = GuardDecision(guard="g", verdict="stop", reason="r", at="2026-01-01T00:00:00", step=3)
+    assert a == GuardDecision(guard="g", verdict="stop", reason="r", at="2027-01-01T00:00:00", step=4)
     assert a != GuardDecision(guard="g", verdict="stop", reason="other")
-    assert a != GuardDecision(guard="g", verdict="stop", reason="r", step=1)
+    assert a != GuardDecision(guard="g", verdict="nudge", reason="r")
+    assert a != GuardDecision(guard="g", verdict="stop", reason="r", selected_ids=["x"])
+    assert a != GuardDecision(guard="g", verdict="stop", reason="r", data={"n": 1})
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,74 @@
+"""Validation helpers shared by the plan records. Private.
+
+Each raises :class:`~agent_guards.errors.InvalidInputError` naming the item and field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, fields
+from typing import Any
+
+from .errors import InvalidInputError
+
+
+def _enum(cls: type[Any], value: Any, *, item: str, name: str) -> Any:
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(str(value).strip().lower())
+    except ValueError:
+        allowed = ", ".join(m.value for m in cls)
+        raise InvalidInputError(
+            f"{value!r} is not a {cls.__name__}; allowed: {allowed}", item=item, field=name
+        ) from None
+
+
+def _strs(value: Any, *, item: str, name: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, Iterable) or isinstance(value, Mapping):
+        raise InvalidInputError(f"expected a list of ids, got {value!r}", item=item, field=name)
+    out = tuple(value)
+    if not all(isinstance(v, str) and v for v in out):
+        raise InvalidInputError(
+            f"ids must be non-empty strings, got {out!r}", item=item, field=name
+        )
+    return out
+
+
+def _text(value: Any, *, item: str, name: str, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(f"expected a string, got {value!r}", item=item, field=name)
+    return value
+
+
+def _count(value: Any, *, item: str | None, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError(f"must be an int >= 0, got {value!r}", item=item, field=name)
+    return value
+
+
+def _from_dict(cls: type[Any], data: Any, *, key: str, prefix: str = "") -> Any:
+    """``cls(**data)`` for a mapping, naming the item (``data[key]``) in every error."""
+    if isinstance(data, cls):
+        return data
+    if not isinstance(data, Mapping):
+        raise InvalidInputError(
+            f"expected a {cls.__name__} or a mapping, got {type(data).__name__}"
+        )
+    item = f"{prefix}{data[key]}" if key in data else None
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise InvalidInputError(
+            f"unknown key(s) {unknown}; allowed: {', '.join(known)}", item=item, field=unknown[0]
+        )
+    for f in fields(cls):
+        if f.name not in data and f.default is MISSING and f.default_factory is MISSING:
+            raise InvalidInputError(f"missing required key {f.name!r}", item=item, field=f.name)
+    return cls(**dict(data))
