@@ -1,0 +1,135 @@
+"""Cost of fit_context as histories grow, and how many tokens it takes out of the window.
+
+Rows: time per call at 100 / 1,000 / 10,000 messages (a ReAct history of tool calls and
+results that is over the window, so it compresses), the growth ratios measured in the same
+run, the no-op cost under the threshold, and tokens saved; plus the seed's "1 -> 100 -> 1000
+requirement docs" case, which fits by archiving.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from agent_guards.context import ContextVerdict, fit_context
+
+
+def _history(n: int, result_chars: int = 400) -> list[BaseMessage]:
+    msgs: list[BaseMessage] = [
+        SystemMessage("You compare policy versions from documents.", id="sys"),
+        HumanMessage("Compare the subsidy rules of 2023 and 2024.", id="q"),
+    ]
+    i = 0
+    while len(msgs) < n:
+        call = {"name": "search", "args": {"q": f"clause {i}"}, "id": f"c{i}"}
+        msgs += [
+            AIMessage("", id=f"a{i}", tool_calls=[call]),
+            ToolMessage(f"hit {i}: " + "x" * result_chars, tool_call_id=f"c{i}", id=f"t{i}"),
+        ]
+        i += 1
+    return msgs
+
+
+def _docs(n: int) -> list[BaseMessage]:
+    msgs: list[BaseMessage] = [HumanMessage("帮我总结一下这个项目的所有需求变更", id="q")]
+    for i in range(n):
+        call = {"name": "read_doc", "args": {"doc": i}, "id": f"c{i}"}
+        text = (
+            f"REQ-{i} " + "requirement change: field renamed, acceptance criteria updated. " * 150
+        )
+        msgs += [
+            AIMessage("", id=f"a{i}", tool_calls=[call]),
+            ToolMessage(text, tool_call_id=f"c{i}", id=f"t{i}"),
+        ]
+    return msgs
+
+
+def _timed(fn: Callable[[], ContextVerdict], repeats: int) -> tuple[float, ContextVerdict]:
+    samples: list[float] = []
+    verdict = fn()  # warm-up (regex compile, imports)
+    for _ in range(repeats):
+        start = time.perf_counter()
+        verdict = fn()
+        samples.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(samples), verdict
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    repeats = 1 if quick else 5
+    window = 20_000
+    rows: list[dict[str, Any]] = []
+    times: dict[int, float] = {}
+    saved: dict[int, ContextVerdict] = {}
+    for n in (100, 1_000, 10_000):
+        msgs = _history(n)
+        # 100 messages sit under the threshold; 1,000 and 10,000 overflow and compress
+        times[n], saved[n] = _timed(lambda m=msgs: fit_context(m, max_tokens=window), repeats)
+        rows.append(
+            {
+                "name": f"fit_context, {n:,} messages ({saved[n].reason})",
+                "value": round(times[n], 1),
+                "unit": "us",
+                "note": f"window {window:,} tokens, usage {saved[n].usage_before:.0%} -> {saved[n].usage:.0%}",
+            }
+        )
+    rows += [
+        {
+            "name": "fit_context time, 1,000 / 100 messages",
+            "value": round(times[1_000] / times[100], 2),
+            "unit": "x",
+            "note": "10x the messages (100 is under the threshold: count only)",
+        },
+        {
+            "name": "fit_context time, 10,000 / 1,000 messages",
+            "value": round(times[10_000] / times[1_000], 2),
+            "unit": "x",
+            "note": "10x the messages, both compress: ~10x means linear",
+        },
+    ]
+    for n in (1_000, 10_000):
+        v = saved[n]
+        rows.append(
+            {
+                "name": f"tokens saved at {n:,} messages",
+                "value": float(v.tokens_saved),
+                "unit": "tokens",
+                "note": f"{v.tokens_before:,} -> {v.tokens:,}; {len(v.summarized_ids):,} summarized",
+            }
+        )
+    calm = _history(1_000)
+    idle, _ = _timed(lambda: fit_context(calm, max_tokens=1_000_000), repeats)
+    rows.append(
+        {
+            "name": "fit_context, 1,000 messages under the threshold",
+            "value": round(idle, 1),
+            "unit": "us",
+            "note": "the common case before each model call: count, scan, no change",
+        }
+    )
+    docs_n = 100 if quick else 1_000
+    docs = _docs(docs_n)
+    spent, v = _timed(lambda: fit_context(docs, max_tokens=128_000), max(1, repeats // 2))
+    rows += [
+        {
+            "name": f"{docs_n:,} requirement docs into a 128k window",
+            "value": round(spent, 1),
+            "unit": "us",
+            "note": f"{v.reason}: {len(v.archives):,} archive records, usage {v.usage_before:.0%} -> {v.usage:.0%}",
+        },
+        {
+            "name": f"{docs_n:,} requirement docs, context before / after",
+            "value": round(v.tokens_before / max(v.tokens, 1), 1),
+            "unit": "x",
+            "note": f"{v.tokens_saved:,} tokens moved to the store or summarized",
+        },
+    ]
+    return rows
+
+
+if __name__ == "__main__":  # pragma: no cover
+    for row in run():
+        print(row)
