@@ -1,0 +1,339 @@
+"""memory_resolve inside compiled graphs: store write-back, scopes, checkpoints, replay."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+from langgraph.store.sqlite import SqliteStore
+from langgraph.types import Command, interrupt
+
+from agent_guards.memory import (
+    LLMFactExtractor,
+    MemoryPolicy,
+    MemoryRecord,
+    MemoryState,
+    MemoryVerdict,
+    create_memory_resolve,
+    format_memories,
+)
+from agent_guards.memory_store import load_memories, memory_namespace, save_memories
+from agent_guards.testing import ScriptedChatModel
+from agent_guards.types import GuardDecision, Verdict
+
+NOW = "2026-04-01T00:00:00+00:00"
+ALICE = "user:alice"
+PDF = MemoryRecord("m_pdf", "report_format", "pdf", scope=ALICE, created_at="2026-01-01")
+
+
+class State(MessagesState, MemoryState):
+    pass
+
+
+def build(model: ScriptedChatModel | None = None, **options: Any) -> StateGraph:
+    model = model or ScriptedChatModel(script=["ok"], repeat_last=True)
+
+    def respond(state: State) -> dict[str, Any]:
+        memories = format_memories(state["memory_verdict"]) if state.get("memory_verdict") else ""
+        return {
+            "messages": [
+                model.invoke([SystemMessage(f"Memories:\n{memories}"), *state["messages"]])
+            ]
+        }
+
+    builder = StateGraph(State)
+    builder.add_node("memory_resolve", create_memory_resolve(**options))
+    builder.add_node("respond", respond)
+    builder.add_edge(START, "memory_resolve")
+    builder.add_edge("memory_resolve", "respond")
+    builder.add_edge("respond", END)
+    return builder
+
+
+def cfg(thread: str, principal: Any = ALICE, **configurable: Any) -> RunnableConfig:
+    extra = {"principal": principal} if principal is not None else {}
+    return {"configurable": {"thread_id": thread, "agent_guards_now": NOW, **extra, **configurable}}
+
+
+def sqlite_saver(path: Path) -> SqliteSaver:
+    return SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: Any, tmp_path: Path) -> Iterator[BaseStore]:
+    if request.param == "memory":
+        yield InMemoryStore()
+        return
+    conn = sqlite3.connect(
+        str(tmp_path / "store.sqlite"), check_same_thread=False, isolation_level=None
+    )
+    s = SqliteStore(conn)
+    s.setup()
+    yield s
+    conn.close()
+
+
+@pytest.fixture
+def strict_serde(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    events: list[Any] = []
+    unregister = register_serde_event_listener(events.append)
+    with warnings.catch_warnings(), caplog.at_level(logging.WARNING):
+        warnings.simplefilter("error")
+        yield
+    unregister()
+    assert events == []
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("langgraph")] == []
+
+
+NS = memory_namespace(ALICE)
+
+
+def test_seed_markdown_this_time_then_pdf_again(
+    tmp_path: Path, store: BaseStore, strict_serde: None
+) -> None:
+    save_memories(store, NS, [PDF])
+    model = ScriptedChatModel(script=["here is markdown", "here is pdf"])
+    graph = build(model).compile(checkpointer=sqlite_saver(tmp_path / "cp.sqlite"), store=store)
+    config = cfg("seed")
+    turn = graph.invoke(
+        {
+            "messages": [HumanMessage("这次请给 Markdown。")],
+            "memory_facts": [{"key": "report_format", "value": "Markdown"}],
+        },
+        config,
+    )
+    v = turn["memory_verdict"]
+    assert (v.facts, v.excluded, v.decision.reason) == (
+        {"report_format": "Markdown"},
+        {"m_pdf": "overridden_by:" + v.inject[0].id},
+        "current_turn_override",
+    )
+    assert "Markdown" in model.calls[0][0].content and "pdf" not in model.calls[0][0].content
+    assert load_memories(store, NS) == [PDF], "a one-off instruction writes nothing back"
+    assert turn["memory_facts"] == [], "facts are consumed"
+    nxt = graph.invoke({"messages": [HumanMessage("report again")]}, config)
+    assert nxt["memory_verdict"].facts == {"report_format": "pdf"}
+    restored = (
+        build()
+        .compile(checkpointer=sqlite_saver(tmp_path / "cp.sqlite"), store=store)
+        .get_state(config)
+        .values
+    )
+    assert (
+        type(restored["memory_verdict"]) is MemoryVerdict
+        and restored["memory_verdict"] == nxt["memory_verdict"]
+    )
+    assert (
+        all(type(d) is GuardDecision for d in restored["guard_log"])
+        and len(restored["guard_log"]) == 2
+    )
+
+
+def test_lasting_instruction_writes_a_supersede_chain(store: BaseStore, strict_serde: None) -> None:
+    save_memories(store, NS, [PDF])
+    graph = build().compile(checkpointer=InMemorySaver(), store=store)
+    graph.invoke(
+        {
+            "messages": [],
+            "memory_facts": [
+                {"id": "f1", "key": "report_format", "value": "markdown", "persist": True}
+            ],
+        },
+        cfg("t1"),
+    )
+    stored = {r.id: r for r in load_memories(store, NS)}
+    assert (
+        stored["m_pdf"].status,
+        stored["f1"].status,
+        stored["f1"].supersedes,
+        stored["f1"].source,
+    ) == ("superseded", "active", ("m_pdf",), "memory")
+    later = graph.invoke({"messages": []}, cfg("another-thread"))
+    assert later["memory_verdict"].facts == {"report_format": "markdown"}
+    assert later["memory_verdict"].superseded_ids == ("m_pdf",)
+
+
+def test_principal_picks_namespace_and_scopes(store: BaseStore) -> None:
+    save_memories(store, NS, [PDF])
+    save_memories(
+        store,
+        memory_namespace("user:bob"),
+        [MemoryRecord("b1", "report_format", "html", scope="user:bob")],
+    )
+    graph = build().compile(checkpointer=InMemorySaver(), store=store)
+    foreign = MemoryRecord("b2", "lang", "de", scope="user:bob")
+    alice = graph.invoke({"messages": [], "memory_records": [foreign]}, cfg("a"))
+    assert alice["memory_verdict"].facts == {"report_format": "pdf"}
+    assert alice["memory_verdict"].excluded == {"b2": "out_of_scope"}
+    bob = graph.invoke({"messages": []}, cfg("b", principal=["user:bob", "team:x"]))
+    assert bob["memory_verdict"].facts == {"report_format": "html"}
+    anonymous = graph.invoke(
+        {"messages": [], "memory_records": [foreign]}, cfg("n", principal=None)
+    )
+    assert (anonymous["memory_verdict"].inject, anonymous["memory_verdict"].decision.reason) == (
+        (),
+        "no_memory",
+    )
+
+
+def test_bad_stored_record_is_reported_and_nothing_is_written(store: BaseStore) -> None:
+    save_memories(store, NS, [PDF])
+    store.put(NS, "broken", {"key": "report_format", "value": "pdf", "confidence": 7})
+    graph = build().compile(checkpointer=InMemorySaver(), store=store)
+    out = graph.invoke(
+        {
+            "messages": [],
+            "memory_facts": [{"key": "report_format", "value": "md", "persist": True}],
+        },
+        cfg("bad"),
+    )
+    last = out["guard_log"][-1]
+    assert (last.reason, last.data["item"], last.data["field"]) == (
+        "invalid_input",
+        "broken",
+        "confidence",
+    )
+    assert "memory_verdict" not in out and out["memory_facts"] != []
+    assert store.get(NS, "m_pdf").value["status"] == "active"
+
+
+async def test_sync_and_async_agree() -> None:
+    facts = [{"key": "report_format", "value": "md", "persist": True}]
+    results = []
+    for use_async in (False, True):
+        store = InMemoryStore()
+        save_memories(store, NS, [PDF])
+        graph = build().compile(checkpointer=InMemorySaver(), store=store)
+        inp = {"messages": [], "memory_facts": facts}
+        out = await graph.ainvoke(inp, cfg("x")) if use_async else graph.invoke(inp, cfg("x"))
+        results.append((out["memory_verdict"], out["guard_log"], load_memories(store, NS)))
+    assert results[0] == results[1]
+    assert results[0][1][0].at == results[1][1][0].at == NOW
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_interrupt_in_the_extractor_passes_through(use_async: bool) -> None:
+    def extractor(state: Any, config: RunnableConfig) -> list[dict[str, Any]]:
+        value = interrupt({"ask": "which format?"})
+        return [{"key": "report_format", "value": value}]
+
+    graph = build(extractor=extractor).compile(checkpointer=InMemorySaver(), store=InMemoryStore())
+    config = cfg(f"i{use_async}")
+    first = (
+        await graph.ainvoke({"messages": []}, config)
+        if use_async
+        else graph.invoke({"messages": []}, config)
+    )
+    assert first["__interrupt__"][0].value == {"ask": "which format?"}
+    assert not first.get("guard_log")
+    done = graph.invoke(Command(resume="html"), config)
+    assert done["memory_verdict"].facts == {"report_format": "html"}
+
+
+async def test_llm_extractor_in_a_graph() -> None:
+    extract_model = ScriptedChatModel(
+        script=[{"facts": [{"key": "report_format", "value": "markdown"}]}], repeat_last=True
+    )
+    store = InMemoryStore()
+    save_memories(store, NS, [PDF])
+    graph = build(extractor=LLMFactExtractor(extract_model)).compile(store=store)
+    out = graph.invoke({"messages": [HumanMessage("Markdown this time")]}, cfg("llm"))
+    assert out["memory_verdict"].facts == {"report_format": "markdown"}
+    aout = await graph.ainvoke({"messages": [HumanMessage("Markdown this time")]}, cfg("llm"))
+    assert aout["memory_verdict"] == out["memory_verdict"]
+    assert load_memories(store, NS) == [PDF]
+
+
+def test_replay_of_a_lasting_turn_gives_the_same_injection(tmp_path: Path) -> None:
+    store = InMemoryStore()
+    save_memories(store, NS, [PDF])
+    graph = build().compile(checkpointer=sqlite_saver(tmp_path / "cp.sqlite"), store=store)
+    config = cfg("replay")
+    out = graph.invoke(
+        {
+            "messages": [],
+            "memory_facts": [{"key": "report_format", "value": "md", "persist": True}],
+        },
+        config,
+    )
+    written = load_memories(store, NS)
+    before = next(s for s in graph.get_state_history(config) if s.next == ("memory_resolve",))
+    replayed = graph.invoke(
+        None,
+        {
+            **before.config,
+            "configurable": {
+                **before.config["configurable"],
+                "agent_guards_now": NOW,
+                "principal": ALICE,
+            },
+        },
+    )
+
+    def injected(v: MemoryVerdict) -> list[tuple[str, Any, str]]:
+        return [(r.id, r.value, r.source) for r in v.inject]
+
+    assert injected(replayed["memory_verdict"]) == injected(out["memory_verdict"])
+    assert load_memories(store, NS) == written, "the write-back is idempotent"
+
+
+def test_explicit_store_option_and_custom_namespace() -> None:
+    store = InMemoryStore()
+    save_memories(store, ("tenant", "alice"), [PDF])
+    node = create_memory_resolve(
+        store=store,
+        namespace=lambda p: ("tenant", p.split(":")[1]),
+        policy=MemoryPolicy(write_back="never"),
+    )
+    out = node.invoke({"memory_facts": []}, cfg("n"))
+    assert out["memory_verdict"].facts == {"report_format": "pdf"}
+    assert out["memory_verdict"].verdict is Verdict.CONTINUE
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "text"),
+    [
+        ({"facts_key": ""}, ValueError, "facts_key"),
+        ({"policy": "strict"}, TypeError, "MemoryPolicy"),
+        ({"extractor": "llm"}, TypeError, "extractor"),
+        ({"namespace": ("memories",)}, TypeError, "namespace"),
+    ],
+)
+def test_factory_rejects_bad_options(kwargs: dict[str, Any], error: type, text: str) -> None:
+    with pytest.raises(error, match=text):
+        create_memory_resolve(**kwargs)
+
+
+def test_docs_example_runs_and_prints_what_it_shows(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/memory_resolve.md: the example imports public names from ``agent_guards``."""
+    import re
+    from pathlib import Path
+
+    import agent_guards
+    from agent_guards import memory, memory_store
+
+    for module in (memory, memory_store):
+        for name in module.__all__:  # the lead re-exports them from __init__
+            monkeypatch.setattr(agent_guards, name, getattr(module, name), raising=False)
+    text = (Path(__file__).resolve().parents[2] / "docs" / "memory_resolve.md").read_text()
+    blocks = re.findall(r"```(\w+)\n(.*?)```", text, re.S)
+    [(code, shown)] = [
+        (c, blocks[i + 1][1]) for i, (lang, c) in enumerate(blocks) if lang == "python"
+    ]
+    exec(compile(code, "memory_resolve.md", "exec"), {"__name__": "__doc_example__"})
+    assert capsys.readouterr().out.strip() == shown.strip()
