@@ -1,0 +1,266 @@
+"""Failure kinds, the Failure record and typed tool errors (pure). Private.
+
+Import them from ``agent_guards.failures``. Tool authors raise the typed errors (all
+subclass :class:`agent_guards.errors.ToolFailure`) or return :func:`failure_artifact`, so
+the router never depends on string matching.
+
+Example:
+    >>> err = InvalidArgsError("bad dates", field_errors={"start": "must be before end"})
+    >>> err.kind.value, err.field_errors
+    ('invalid_args', {'start': 'must be before end'})
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from .errors import InvalidInputError, ToolFailure
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # pragma: no cover - exercised on Python 3.10 only
+    from enum import Enum
+
+    class StrEnum(str, Enum):
+        """Backport of :class:`enum.StrEnum` (values are their own ``str``)."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+__all__ = [
+    "ARTIFACT_KEY",
+    "AmbiguousInput",
+    "EmptyResult",
+    "Failure",
+    "FailureKind",
+    "InvalidArgsError",
+    "PermissionDenied",
+    "PreconditionFailed",
+    "QuotaExceeded",
+    "SafetyViolation",
+    "TransientToolError",
+    "failure_artifact",
+]
+
+ARTIFACT_KEY = "agent_guards_failure"
+"""Key of the structured failure inside a ToolMessage ``artifact`` dict."""
+
+
+class FailureKind(StrEnum):
+    """Why a tool call failed; decides the recovery. Values are the lowercase names."""
+
+    TRANSIENT = "transient"
+    """Timeout, connection error, 429, 5xx: retry with backoff."""
+    INVALID_ARGS = "invalid_args"
+    """The model's arguments are wrong: repair with the precise field errors."""
+    PRECONDITION = "precondition"
+    """A premise no longer holds (not found, conflict): replan."""
+    AMBIGUOUS = "ambiguous"
+    """The request matches several things: ask the user."""
+    EMPTY_BUSINESS = "empty_business"
+    """A real "no data" answer: report it, do not retry."""
+    EMPTY_ERROR = "empty_error"
+    """Empty because something broke: retry."""
+    PERMISSION = "permission"
+    """Not allowed: refuse, never retry, never work around."""
+    SAFETY = "safety"
+    """A safety boundary: refuse, never retry, never work around."""
+    QUOTA = "quota"
+    """Quota or budget exhausted: fall back or degrade."""
+    UNKNOWN = "unknown"
+    """Anything else; never retried by default."""
+
+
+def _seconds(value: float | timedelta | None, name: str) -> float | None:
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not (math.isfinite(seconds) and seconds >= 0)
+    ):
+        raise ValueError(f"{name} must be seconds >= 0 or a timedelta, got {value!r}")
+    return float(seconds)
+
+
+class _TypedFailure(ToolFailure):
+    kind: FailureKind = FailureKind.UNKNOWN
+
+    def __init__(self, message: str = "", *, retry_after: float | timedelta | None = None) -> None:
+        self.message = message
+        self.retry_after = _seconds(retry_after, "retry_after")
+        super().__init__(message or self.kind.value)
+
+
+class TransientToolError(_TypedFailure):
+    """A temporary failure (timeout, 429, 5xx). ``retry_after`` in seconds, if known."""
+
+    kind = FailureKind.TRANSIENT
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        retry_after: float | timedelta | None = None,
+        status_code: int | None = None,
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.status_code = status_code
+
+
+class InvalidArgsError(_TypedFailure):
+    """The arguments are wrong; ``field_errors`` maps each bad field to what is wrong."""
+
+    kind = FailureKind.INVALID_ARGS
+
+    def __init__(self, message: str = "", *, field_errors: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.field_errors = {str(k): str(v) for k, v in (field_errors or {}).items()}
+
+
+class PreconditionFailed(_TypedFailure):
+    """A premise of the plan no longer holds (the thing is gone, changed, or locked)."""
+
+    kind = FailureKind.PRECONDITION
+
+
+class AmbiguousInput(_TypedFailure):
+    """The input matches several things; ``question`` and ``options`` go to the user."""
+
+    kind = FailureKind.AMBIGUOUS
+
+    def __init__(
+        self, message: str = "", *, question: str | None = None, options: Sequence[str] = ()
+    ) -> None:
+        super().__init__(message)
+        self.question = question
+        self.options = tuple(str(o) for o in options)
+
+
+class EmptyResult(_TypedFailure):
+    """Nothing came back: ``business=True`` is a real "no data", False means it broke."""
+
+    def __init__(self, message: str = "", *, business: bool = True) -> None:
+        self.business = bool(business)
+        self.kind = FailureKind.EMPTY_BUSINESS if self.business else FailureKind.EMPTY_ERROR
+        super().__init__(message)
+
+
+class PermissionDenied(_TypedFailure):
+    """The caller may not do this. Refused, never retried or worked around."""
+
+    kind = FailureKind.PERMISSION
+
+
+class SafetyViolation(_TypedFailure):
+    """The request crosses a safety boundary. Refused, never retried or worked around."""
+
+    kind = FailureKind.SAFETY
+
+
+class QuotaExceeded(_TypedFailure):
+    """A quota or budget is used up: fall back or degrade."""
+
+    kind = FailureKind.QUOTA
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A classified failure: the kind plus what recovery needs (all JSON-ready but ``original``)."""
+
+    kind: FailureKind
+    message: str = ""
+    error_type: str = ""
+    retry_after: float | None = None
+    status_code: int | None = None
+    field_errors: Mapping[str, str] = field(default_factory=dict)
+    question: str | None = None
+    options: tuple[str, ...] = ()
+    circuit_open: bool = False
+    original: BaseException | None = field(default=None, compare=False, repr=False)
+    """The exception that was classified, kept as is (never written to state)."""
+
+    def to_artifact(self) -> dict[str, Any]:
+        """``{"agent_guards_failure": {...}}``: the structured form a ToolMessage carries."""
+        body: dict[str, Any] = {"kind": self.kind.value, "message": self.message}
+        for key in ("error_type", "retry_after", "status_code", "question"):
+            if getattr(self, key):
+                body[key] = getattr(self, key)
+        if self.field_errors:
+            body["field_errors"] = dict(self.field_errors)
+        if self.options:
+            body["options"] = list(self.options)
+        if self.circuit_open:
+            body["circuit_open"] = True
+        return {ARTIFACT_KEY: body}
+
+
+def failure_artifact(kind: FailureKind | str, message: str = "", **fields: Any) -> dict[str, Any]:
+    """The structured artifact a tool returns instead of relying on string matching.
+
+    Use it with ``response_format="content_and_artifact"`` (return ``(content, artifact)``)
+    or on a ToolMessage you build. Extra fields: ``retry_after``, ``status_code``,
+    ``field_errors``, ``question``, ``options``.
+
+    >>> failure_artifact("empty_business", "no flights on that day")
+    {'agent_guards_failure': {'kind': 'empty_business', 'message': 'no flights on that day'}}
+    """
+    return _from_body({"kind": kind, "message": message, **fields}, item=None).to_artifact()
+
+
+def _from_body(body: Mapping[str, Any], *, item: str | None) -> Failure:
+    allowed = {
+        "kind",
+        "message",
+        "error_type",
+        "retry_after",
+        "status_code",
+        "field_errors",
+        "question",
+        "options",
+        "circuit_open",
+    }
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidInputError(
+            f"unknown failure fields {unknown}; allowed: {sorted(allowed)}",
+            item=item,
+            field=ARTIFACT_KEY,
+        )
+    try:
+        kind = FailureKind(str(body.get("kind", "")).lower())
+    except ValueError:
+        allowed_kinds = ", ".join(k.value for k in FailureKind)
+        raise InvalidInputError(
+            f"unknown kind {body.get('kind')!r}; allowed: {allowed_kinds}",
+            item=item,
+            field=f"{ARTIFACT_KEY}.kind",
+        ) from None
+    try:
+        retry_after = _seconds(body.get("retry_after"), "retry_after")
+    except ValueError as err:
+        raise InvalidInputError(str(err), item=item, field=f"{ARTIFACT_KEY}.retry_after") from None
+    errors = body.get("field_errors") or {}
+    if not isinstance(errors, Mapping):
+        raise InvalidInputError(
+            "must be a mapping field -> message", item=item, field=f"{ARTIFACT_KEY}.field_errors"
+        )
+    status = body.get("status_code")
+    return Failure(
+        kind=kind,
+        message=str(body.get("message") or ""),
+        error_type=str(body.get("error_type") or ""),
+        retry_after=retry_after,
+        status_code=status if isinstance(status, int) and not isinstance(status, bool) else None,
+        field_errors={str(k): str(v) for k, v in errors.items()},
+        question=body.get("question") if isinstance(body.get("question"), str) else None,
+        options=tuple(str(o) for o in body.get("options") or ()),
+        circuit_open=bool(body.get("circuit_open")),
+    )

@@ -1,0 +1,319 @@
+"""retry_router: route every tool failure to the right recovery (seed 000's table).
+
+==============  ==============================  =====================================
+kind            examples                        route (default)
+==============  ==============================  =====================================
+TRANSIENT       timeout, connection, 429, 5xx   ``retry`` with backoff + jitter, then
+                                                ``fallback`` when attempts run out
+INVALID_ARGS    pydantic errors, 400/422        ``repair`` (precise field errors); the
+                                                same invalid args again -> ``abstain``
+PRECONDITION    404, 409, 412, premise gone     ``replan``
+AMBIGUOUS       several matches                 ``clarify``
+EMPTY_BUSINESS  a real "no data"                ``continue`` (report it, no retry)
+EMPTY_ERROR     empty because it broke          ``retry``
+PERMISSION      401, 403, PermissionError       ``refuse`` (never retried or worked around)
+SAFETY          content policy                  ``refuse``
+QUOTA           402, insufficient_quota         ``fallback``
+UNKNOWN         anything else                   ``replan`` (never retried by default)
+==============  ==============================  =====================================
+
+Pure cores (no LangGraph): :func:`classify_failure`, :func:`describe_failure`,
+:func:`route_failures`. Adapters: :class:`ToolCallGuard` (inside the ``ToolNode``: turns
+exceptions into classified error ToolMessages, checks the :class:`CircuitBreaker` in the
+store, serves ``retry`` by re-running only the failed calls after the backoff) and
+:func:`create_retry_router` / :func:`add_retry_router` (the conditional edge after it).
+Tool authors raise typed errors (:class:`TransientToolError`, :class:`InvalidArgsError`,
+...) or return a :func:`failure_artifact`, so nothing depends on string matching.
+
+Example:
+    >>> from langchain_core.messages import HumanMessage
+    >>> from langchain_core.tools import tool
+    >>> from langgraph.graph import START, StateGraph
+    >>> from langgraph.prebuilt import tools_condition
+    >>> from agent_guards.testing import ScriptedChatModel, tool_call_message
+    >>> calls = []
+    >>> @tool
+    ... def quote(symbol: str) -> str:
+    ...     '''Latest quote.'''
+    ...     calls.append(symbol)
+    ...     if len(calls) < 3:
+    ...         raise TransientToolError("upstream 429", retry_after=2)
+    ...     return "42.0"
+    >>> waits = []
+    >>> guard = ToolCallGuard(sleep=waits.append)
+    >>> model = ScriptedChatModel(script=[tool_call_message("quote", {"symbol": "X"}), "42"])
+    >>> builder = StateGraph(RetryState)
+    >>> _ = builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    >>> _ = builder.add_node("tools", guard.tool_node([quote]))
+    >>> _ = builder.add_edge(START, "model")
+    >>> _ = builder.add_conditional_edges("model", tools_condition)
+    >>> _ = add_retry_router(builder, "tools", model="model", tools="tools")
+    >>> out = builder.compile().invoke({"messages": [HumanMessage("quote X")]})
+    >>> waits, out["usage"]["tool_calls"], out["messages"][-1].content
+    ([2.0, 2.0], 3, '42')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Annotated, Any, cast
+
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import END, StateGraph
+from langgraph.graph.message import add_messages
+
+from . import _node
+from ._breaker import Backoff, BreakerState, CircuitBreaker
+from ._classify import (
+    classify_failure,
+    describe_failure,
+    failure_message,
+    failure_of,
+    kind_for_status,
+)
+from ._failure_types import (
+    ARTIFACT_KEY,
+    AmbiguousInput,
+    EmptyResult,
+    Failure,
+    FailureKind,
+    InvalidArgsError,
+    PermissionDenied,
+    PreconditionFailed,
+    QuotaExceeded,
+    SafetyViolation,
+    TransientToolError,
+    failure_artifact,
+)
+from ._loop_core import LoopPolicy, detect_loop
+from ._retry_core import (
+    DEFAULT_ROUTES,
+    PRECEDENCE,
+    RetryRouterPolicy,
+    decide_failure,
+    route_failures,
+)
+from ._stopping import answer_pending, final_message
+from ._tool_guard import ToolCallGuard
+from .errors import InvalidInputError
+from .loops import add_loop_nodes
+from .types import GuardDecision, GuardState, LoopRoute, RetryRoute, Verdict
+
+__all__ = [
+    "ARTIFACT_KEY",
+    "DEFAULT_ROUTES",
+    "PRECEDENCE",
+    "AmbiguousInput",
+    "Backoff",
+    "BreakerState",
+    "CircuitBreaker",
+    "EmptyResult",
+    "Failure",
+    "FailureKind",
+    "InvalidArgsError",
+    "PermissionDenied",
+    "PreconditionFailed",
+    "QuotaExceeded",
+    "RetryRouterPolicy",
+    "RetryState",
+    "SafetyViolation",
+    "ToolCallGuard",
+    "TransientToolError",
+    "add_retry_router",
+    "classify_failure",
+    "create_retry_finish",
+    "create_retry_router",
+    "decide_failure",
+    "describe_failure",
+    "failure_artifact",
+    "failure_message",
+    "failure_of",
+    "finish_messages",
+    "kind_for_status",
+    "route_failures",
+]
+
+GUARD = "retry_router"
+_ENDING = ("refuse", "clarify", "abstain", "fallback")
+
+
+class RetryState(GuardState, total=False):
+    """State mixin for retry_router: messages plus ``guard_log`` and ``usage``.
+
+    The edge reads ``messages``; :class:`ToolCallGuard` writes ToolMessages, failure
+    decisions to ``guard_log`` and ``usage["tool_calls"]`` (one per execution, retries
+    included); the finish node appends the final message and its decision.
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def _messages(state: Any, key: str) -> list[Any]:
+    value = state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
+    return list(value or ())
+
+
+def _check(policy: RetryRouterPolicy | None) -> RetryRouterPolicy:
+    policy = RetryRouterPolicy() if policy is None else policy
+    if not isinstance(policy, RetryRouterPolicy):
+        raise TypeError(f"policy must be a RetryRouterPolicy, got {type(policy).__name__}")
+    return policy
+
+
+def _decide(
+    state: Any, config: RunnableConfig, policy: RetryRouterPolicy, key: str
+) -> GuardDecision:
+    def on_invalid(err: InvalidInputError) -> GuardDecision:
+        return _node.invalid_input(GUARD, err, policy=policy.label, verdict=Verdict.CONTINUE)
+
+    def core(s: Any, _c: RunnableConfig) -> GuardDecision:
+        return route_failures(_messages(s, key), policy=policy)
+
+    return _node.stamp(_node.guarded(core, on_invalid)(state, config), config)
+
+
+def create_retry_router(
+    *,
+    policy: RetryRouterPolicy | None = None,
+    loop_policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+) -> RunnableLambda[Any, RetryRoute | LoopRoute]:
+    """The retry_router conditional edge, placed after a ``ToolNode`` using :class:`ToolCallGuard`.
+
+    Returns a :data:`~agent_guards.types.RetryRoute` label (``"continue"`` when nothing
+    failed). With ``loop_policy`` it also runs loop_check, so one edge serves both:
+    ``refuse`` first, then loop ``stop``/``escalate``, then the other failure routes, then a
+    loop ``nudge``, then ``continue``. Decisions are attached to the trace; ToolCallGuard
+    and the finish / loop nodes write them to ``guard_log``.
+    """
+    policy = _check(policy)
+    if loop_policy is not None and not isinstance(loop_policy, LoopPolicy):
+        raise TypeError(
+            f"loop_policy must be a LoopPolicy or None, got {type(loop_policy).__name__}"
+        )
+
+    def route(state: Any, config: RunnableConfig) -> RetryRoute | LoopRoute:
+        decision = _decide(state, config, policy, messages_key)
+        label: str = (
+            decision.data.get("route", "continue")
+            if decision.reason != "invalid_input"
+            else "continue"
+        )
+        if loop_policy is not None and label != "refuse":
+            loop = _node.guarded(
+                lambda s, _c: detect_loop(_messages(s, messages_key), policy=loop_policy),
+                lambda err: _node.invalid_input("loop_check", err, verdict=Verdict.CONTINUE),
+            )(state, config)
+            verdict = _node.stamp(loop, config).verdict
+            if verdict in (Verdict.STOP, Verdict.ESCALATE) or (
+                verdict is Verdict.NUDGE and label == "continue"
+            ):
+                return cast("LoopRoute", verdict.value)
+        return cast("RetryRoute", label)
+
+    return _node.runnable(GUARD, route)
+
+
+def _finish_text(decision: GuardDecision) -> str | None:
+    data = decision.data
+    tool = data.get("tool", "the tool")
+    route = data.get("route")
+    if route == "clarify":
+        options = data.get("options") or []
+        question = data.get("question") or f"{tool} found several matches. Which one do you mean?"
+        return question + (f" Options: {', '.join(options)}." if options else "")
+    if route == "refuse":
+        return (
+            f"I can't do that: {tool} refused the request ({data.get('kind')}). I won't "
+            "retry it or try to work around it"
+        )
+    if route == "fallback":
+        return f"{tool} is unavailable right now ({decision.reason.replace('_', ' ')})"
+    return None
+
+
+def finish_messages(decision: GuardDecision, messages: list[Any]) -> list[AIMessage | Any]:
+    """The messages that end a run on a refuse / clarify / abstain / fallback route.
+
+    Pending tool calls get a ToolMessage; then one message: the clarifying question, or
+    the reason (refusal, unavailability, what is missing) plus the confirmed partial result.
+    """
+    pending = answer_pending(
+        messages, f"Not executed: retry_router ended the run ({decision.reason}).", name=GUARD
+    )
+    text = _finish_text(decision)
+    if decision.data.get("route") == "clarify" and text:
+        final = AIMessage(
+            content=text, name=GUARD, response_metadata={"agent_guards": {"guard": GUARD}}
+        )
+    else:
+        final = final_message(decision, [*messages, *pending], lead=text)
+    return [*pending, final]
+
+
+def create_retry_finish(
+    *, policy: RetryRouterPolicy | None = None, messages_key: str = "messages"
+) -> RunnableLambda[Any, dict[str, Any]]:
+    """Node for the ending routes (refuse, clarify, abstain, default fallback).
+
+    Answers pending tool calls, then ends with one message: the clarifying question, the
+    refusal, or the reason plus the confirmed partial result.
+    """
+    policy = _check(policy)
+
+    def finish(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        decision = _decide(state, config, policy, messages_key)
+        messages = _messages(state, messages_key)
+        return {messages_key: finish_messages(decision, messages), "guard_log": [decision]}
+
+    return _node.runnable("retry_finish", finish)
+
+
+def add_retry_router(
+    builder: StateGraph[Any, Any, Any, Any],
+    source: str,
+    *,
+    model: str,
+    tools: str,
+    replan: str | None = None,
+    fallback: str | None = None,
+    policy: RetryRouterPolicy | None = None,
+    loop_policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+    end: str = END,
+) -> dict[str, str]:
+    """Wire retry_router after ``source`` (the tools node) and return the path map.
+
+    ``retry`` goes back to ``tools`` (ToolCallGuard re-runs only the failed calls after
+    the backoff); ``repair``, ``continue`` and, unless ``replan`` names a planner node,
+    ``replan`` go to ``model``; ``refuse``, ``clarify``, ``abstain`` and, unless
+    ``fallback`` names a node, ``fallback`` go to the ``retry_finish`` node, then ``end``.
+    With ``loop_policy`` the loop_check nodes are added too and share the edge.
+    """
+    policy = _check(policy)
+    for name, value in (("source", source), ("model", model), ("tools", tools)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"add_retry_router {name} must be a node name, got {value!r}")
+    builder.add_node("retry_finish", create_retry_finish(policy=policy, messages_key=messages_key))
+    builder.add_edge("retry_finish", end)
+    path_map: dict[str, str] = {
+        "retry": tools,
+        "repair": model,
+        "replan": replan or model,
+        "continue": model,
+        "refuse": "retry_finish",
+        "clarify": "retry_finish",
+        "abstain": "retry_finish",
+        "fallback": fallback or "retry_finish",
+    }
+    if loop_policy is not None:
+        path_map.update(
+            add_loop_nodes(
+                builder, continue_to=model, policy=loop_policy, messages_key=messages_key, end=end
+            )
+        )
+    router = create_retry_router(policy=policy, loop_policy=loop_policy, messages_key=messages_key)
+    paths = cast("dict[Hashable, str]", path_map)
+    builder.add_conditional_edges(source, router, paths)
+    return path_map

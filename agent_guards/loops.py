@@ -1,0 +1,290 @@
+"""loop_check: stop tool loops early, without executing a repeated call twice.
+
+Pure core :func:`detect_loop` (no LangGraph import) plus thin adapters:
+
+* :func:`create_loop_check` - a conditional edge returning ``"continue" | "nudge" | "stop" |
+  "escalate"`` (:data:`~agent_guards.types.LoopRoute`); place it after the tools node;
+* :func:`add_loop_check` - adds that edge with its path map and the nudge / stop /
+  escalate nodes in one call;
+* :class:`ToolCallGuard` - the ``ToolNode(wrap_tool_call=...)`` helper that answers an
+  identical call from the earlier result (verdict REUSE), so the tool runs once.
+
+Defaults: the 2nd identical call is reused (not executed) and nudged, the 3rd stops the
+run with the partial result and the reason. Nothing is kept on Python objects: counts come
+from the messages, so resume, fork and replay decide the same.
+
+Example:
+    >>> from langchain_core.messages import HumanMessage
+    >>> from langchain_core.tools import tool
+    >>> from langgraph.graph import START, StateGraph
+    >>> from langgraph.prebuilt import tools_condition
+    >>> from agent_guards.testing import ScriptedChatModel, tool_call_message
+    >>> @tool
+    ... def search(q: str) -> str:
+    ...     '''Search.'''
+    ...     return "rates are 4%"
+    >>> model = ScriptedChatModel(script=[tool_call_message("search", {"q": "rates"})],
+    ...                           repeat_last=True)
+    >>> builder = StateGraph(LoopState)
+    >>> _ = builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    >>> _ = builder.add_node("tools", ToolCallGuard().tool_node([search]))
+    >>> _ = builder.add_edge(START, "model")
+    >>> _ = builder.add_conditional_edges("model", tools_condition)
+    >>> _ = add_loop_check(builder, "tools", continue_to="model")
+    >>> out = builder.compile().invoke({"messages": [HumanMessage("rates?")]})
+    >>> [d.verdict.value for d in out["guard_log"]], out["usage"]["tool_calls"], len(model.calls)
+    (['reuse', 'nudge', 'reuse', 'stop'], 1, 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import replace
+from typing import Annotated, Any, cast
+
+from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import END, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, interrupt
+
+from . import _node
+from ._loop_core import PATTERNS, LoopPolicy, detect_loop
+from ._signatures import call_signature, normalize_result
+from ._stopping import answer_pending, final_message, partial_results
+from ._tool_guard import ToolCallGuard
+from .errors import InvalidInputError
+from .types import GuardDecision, GuardState, LoopRoute, Verdict
+
+__all__ = [
+    "PATTERNS",
+    "LoopPolicy",
+    "LoopState",
+    "ToolCallGuard",
+    "add_loop_check",
+    "add_loop_nodes",
+    "answer_pending",
+    "call_signature",
+    "create_loop_check",
+    "create_loop_escalate",
+    "create_loop_nudge",
+    "create_loop_stop",
+    "detect_loop",
+    "normalize_result",
+    "nudge_text",
+    "partial_results",
+]
+
+GUARD = "loop_check"
+
+
+class LoopState(GuardState, total=False):
+    """State mixin for loop_check: messages plus ``guard_log`` and ``usage``.
+
+    The edge reads ``messages``; the nudge / stop nodes append to ``messages`` and
+    ``guard_log``; :class:`ToolCallGuard` adds ``usage["tool_calls"]``.
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def _messages(state: Any, key: str) -> list[Any]:
+    value = state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
+    return list(value or ())
+
+
+def _check(policy: LoopPolicy | None) -> LoopPolicy:
+    policy = LoopPolicy() if policy is None else policy
+    if not isinstance(policy, LoopPolicy):
+        raise TypeError(f"policy must be a LoopPolicy, got {type(policy).__name__}")
+    return policy
+
+
+def _decide(state: Any, config: RunnableConfig, policy: LoopPolicy, key: str) -> GuardDecision:
+    def on_invalid(err: InvalidInputError) -> GuardDecision:
+        return _node.invalid_input(GUARD, err, policy=policy.label, verdict=Verdict.CONTINUE)
+
+    def core(s: Any, _c: RunnableConfig) -> GuardDecision:
+        return detect_loop(_messages(s, key), policy=policy)
+
+    return _node.stamp(_node.guarded(core, on_invalid)(state, config), config)
+
+
+def create_loop_check(
+    *, policy: LoopPolicy | None = None, messages_key: str = "messages"
+) -> RunnableLambda[Any, LoopRoute]:
+    """The loop_check conditional edge: ``"continue" | "nudge" | "stop" | "escalate"``.
+
+    An edge cannot write state: its decision is attached to the trace, and the nudge /
+    stop / escalate nodes it routes to write the same decision to ``guard_log`` (they
+    recompute it from the same messages). Malformed messages route to ``"continue"``.
+    """
+    policy = _check(policy)
+
+    def route(state: Any, config: RunnableConfig) -> LoopRoute:
+        decision = _decide(state, config, policy, messages_key)
+        label = decision.verdict.value
+        return label if label in ("nudge", "stop", "escalate") else "continue"  # type: ignore[return-value]
+
+    return _node.runnable(GUARD, route)
+
+
+def nudge_text(decision: GuardDecision) -> str:
+    """The nudge the model reads: what repeated and what to try instead."""
+    return (
+        f"[loop_check] {decision.detail}. Repeating it will not change the result. Use "
+        "what you already have, try a different approach (other arguments, another scope "
+        "or tool), or give your final answer and say what is missing."
+    )
+
+
+def create_loop_nudge(
+    *, policy: LoopPolicy | None = None, messages_key: str = "messages"
+) -> RunnableLambda[Any, dict[str, Any]]:
+    """Node: append one nudge (a user-role message named ``loop_check``) and log it."""
+    policy = _check(policy)
+
+    def nudge(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        decision = _decide(state, config, policy, messages_key)
+        if decision.verdict is not Verdict.NUDGE:
+            return {"guard_log": [decision]}
+        note = HumanMessage(nudge_text(decision), name=GUARD)
+        return {messages_key: [note], "guard_log": [decision]}
+
+    return _node.runnable("loop_nudge", nudge)
+
+
+def _stop_update(decision: GuardDecision, messages: list[Any], key: str) -> dict[str, Any]:
+    decision = replace(decision, verdict=Verdict.STOP)
+    pending = answer_pending(
+        messages, f"Not executed: loop_check stopped the run ({decision.reason})."
+    )
+    final = final_message(decision, [*messages, *pending])
+    return {key: [*pending, final], "guard_log": [decision]}
+
+
+def create_loop_stop(
+    *, policy: LoopPolicy | None = None, messages_key: str = "messages"
+) -> RunnableLambda[Any, dict[str, Any]]:
+    """Node: answer pending tool calls, end with the partial result and the reason."""
+    policy = _check(policy)
+
+    def stop(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        decision = _decide(state, config, policy, messages_key)
+        return _stop_update(decision, _messages(state, messages_key), messages_key)
+
+    return _node.runnable("loop_stop", stop)
+
+
+def create_loop_escalate(
+    *,
+    continue_to: str,
+    stop_to: str = "loop_stop",
+    policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+) -> RunnableLambda[Any, Command[str]]:
+    """Node: ask a human through ``interrupt`` whether to stop or go on.
+
+    The interrupt payload is ``{"guard", "decision", "question"}``. Resume with ``"stop"``,
+    ``"continue"``, a guidance string (added as a user message, which starts a fresh count
+    in interactive mode), or ``{"action": "stop" | "continue", "message": "..."}``.
+    """
+    policy = _check(policy)
+
+    def escalate(state: Any, config: RunnableConfig) -> Command[str]:
+        decision = _decide(state, config, policy, messages_key)
+        answer = interrupt(
+            {
+                "guard": GUARD,
+                "decision": decision.to_dict(),
+                "question": f"The agent seems stuck: {decision.detail}. Stop, or continue "
+                "(optionally with guidance)?",
+            }
+        )
+        action, text = _parse_answer(answer)
+        human = GuardDecision(
+            guard=GUARD,
+            verdict=Verdict.STOP if action == "stop" else Verdict.CONTINUE,
+            reason=f"human_{action}",
+            detail=text or "",
+            policy=policy.label,
+            data={"escalated": decision.reason},
+        )
+        update: dict[str, Any] = {"guard_log": [decision, _node.stamp(human, config)]}
+        if action == "stop":
+            return Command(goto=stop_to, update=update)
+        if text:
+            update[messages_key] = [HumanMessage(text)]
+        return Command(goto=continue_to, update=update)
+
+    return _node.runnable("loop_escalate", escalate)
+
+
+def _parse_answer(answer: Any) -> tuple[str, str | None]:
+    if isinstance(answer, Mapping):
+        action = str(answer.get("action", "continue")).lower()
+        message = answer.get("message")
+        return ("stop" if action == "stop" else "continue"), message if isinstance(
+            message, str
+        ) else None
+    if isinstance(answer, str):
+        word = answer.strip().lower()
+        if word in ("stop", "continue"):
+            return word, None
+        return "continue", answer.strip() or None
+    return ("stop" if answer is False else "continue"), None
+
+
+def add_loop_check(
+    builder: StateGraph[Any, Any, Any, Any],
+    source: str,
+    *,
+    continue_to: str,
+    policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+    end: str = END,
+) -> dict[str, str]:
+    """Wire loop_check after ``source`` (usually the tools node) and return the path map.
+
+    Adds the nodes ``loop_nudge`` (then ``continue_to``), ``loop_stop`` (then ``end``) and,
+    with ``on_stop="escalate"``, ``loop_escalate``; and the conditional edge from ``source``.
+    """
+    policy = _check(policy)
+    if not isinstance(source, str) or not source:
+        raise ValueError(f"add_loop_check source must be a node name, got {source!r}")
+    if not isinstance(continue_to, str) or not continue_to:
+        raise ValueError(f"add_loop_check continue_to must be a node name, got {continue_to!r}")
+    path_map = add_loop_nodes(
+        builder, continue_to=continue_to, policy=policy, messages_key=messages_key, end=end
+    )
+    paths = cast("dict[Hashable, str]", path_map)
+    builder.add_conditional_edges(
+        source, create_loop_check(policy=policy, messages_key=messages_key), paths
+    )
+    return path_map
+
+
+def add_loop_nodes(
+    builder: StateGraph[Any, Any, Any, Any],
+    *,
+    continue_to: str,
+    policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+    end: str = END,
+) -> dict[str, str]:
+    """Add loop_check's nodes only and return the path map for its labels."""
+    policy = _check(policy)
+    kw: dict[str, Any] = {"policy": policy, "messages_key": messages_key}
+    builder.add_node("loop_nudge", create_loop_nudge(**kw))
+    builder.add_node("loop_stop", create_loop_stop(**kw))
+    builder.add_edge("loop_nudge", continue_to)
+    builder.add_edge("loop_stop", end)
+    path_map = {"continue": continue_to, "nudge": "loop_nudge", "stop": "loop_stop"}
+    if policy.on_stop == "escalate":
+        builder.add_node(
+            "loop_escalate",
+            create_loop_escalate(continue_to=continue_to, **kw),
+            destinations=(continue_to, "loop_stop"),
+        )
+        path_map["escalate"] = "loop_escalate"
+    return path_map

@@ -1,0 +1,382 @@
+"""loop_check wired into compiled StateGraphs with scripted models (no network)."""
+
+from __future__ import annotations
+
+import sqlite3
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import tools_condition
+from langgraph.types import Command, interrupt
+
+from agent_guards.loops import (
+    LoopPolicy,
+    LoopState,
+    ToolCallGuard,
+    add_loop_check,
+    create_loop_check,
+    create_loop_stop,
+)
+from agent_guards.testing import ScriptedChatModel, tool_call_message
+from agent_guards.types import GuardDecision, Verdict
+
+LIMIT: RunnableConfig = {"recursion_limit": 60}
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+
+def make_tools(counter: Counter) -> list[Any]:
+    @tool
+    def search(q: str) -> str:
+        """Search the policy base."""
+        counter.calls.append({"tool": "search", "q": q})
+        return f"The 2026 policy says reviews start above 500k for {q!r} (section 4.2)."
+
+    @tool
+    def fetch(doc: str) -> str:
+        """Fetch a document."""
+        counter.calls.append({"tool": "fetch", "doc": doc})
+        return f"Full text of {doc}: reviews above 500k need a second signature."
+
+    @tool
+    def clock() -> str:
+        """Current time."""
+        counter.calls.append({"tool": "clock"})
+        return f"It is 2026-01-01T10:00:{len(counter.calls):02d}Z now."
+
+    return [search, fetch, clock]
+
+
+def build(
+    model: ScriptedChatModel,
+    tools: list[Any],
+    *,
+    policy: LoopPolicy | None = None,
+    checkpointer: Any = None,
+) -> Any:
+    builder = StateGraph(LoopState)
+
+    def call_model(state: LoopState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])], "usage": {"model_calls": 1}}
+
+    async def acall_model(state: LoopState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])], "usage": {"model_calls": 1}}
+
+    from langchain_core.runnables import RunnableLambda
+
+    builder.add_node("model", RunnableLambda(call_model, afunc=acall_model))
+    builder.add_node("tools", ToolCallGuard(loop=policy or LoopPolicy()).tool_node(tools))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    add_loop_check(builder, "tools", continue_to="model", policy=policy)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def forever(name: str = "search", args: dict[str, Any] | None = None) -> ScriptedChatModel:
+    return ScriptedChatModel(
+        script=[tool_call_message(name, args or {"q": "review limit"})], repeat_last=True
+    )
+
+
+def assert_every_call_answered(messages: list[BaseMessage]) -> None:
+    answered = [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
+    for i, m in enumerate(messages):
+        if isinstance(m, AIMessage) and m.tool_calls:
+            following = [x for x in messages[i + 1 :] if isinstance(x, ToolMessage)]
+            ids = [x.tool_call_id for x in following[: len(m.tool_calls)]]
+            assert sorted(ids) == sorted(c["id"] for c in m.tool_calls)  # type: ignore[type-var]
+    assert answered
+
+
+def verdicts(out: dict[str, Any]) -> list[str]:
+    return [d.verdict.value for d in out["guard_log"]]
+
+
+def test_a_model_repeating_a_call_forever_is_stopped_within_3_repetitions() -> None:
+    counter = Counter()
+    model = forever()
+    out = build(model, make_tools(counter)).invoke(
+        {"messages": [HumanMessage("review limit?")]}, LIMIT
+    )
+    assert len(counter.calls) == 1, "the repeated call must never be executed again"
+    assert len(model.calls) == 3
+    assert verdicts(out) == ["reuse", "nudge", "reuse", "stop"]
+    assert out["usage"] == {"tool_calls": 1, "model_calls": 3}
+    final = out["messages"][-1]
+    assert isinstance(final, AIMessage) and final.name == "loop_check"
+    assert "loop_check stopped the run: repeated_call" in final.content
+    assert "500k" in final.content, "the confirmed partial result is in the final message"
+    assert_every_call_answered(out["messages"])
+    nudges = [m for m in out["messages"] if isinstance(m, HumanMessage) and m.name == "loop_check"]
+    assert len(nudges) == 1
+
+
+def test_an_a_b_cycle_is_stopped_and_each_call_runs_once() -> None:
+    counter = Counter()
+    a, b = tool_call_message("search", {"q": "limit"}), tool_call_message("fetch", {"doc": "d1"})
+
+    def alternate(messages: list[BaseMessage]) -> AIMessage:
+        return a if sum(isinstance(m, AIMessage) for m in messages) % 2 == 0 else b
+
+    model = ScriptedChatModel(script=[alternate], repeat_last=True)
+    out = build(model, make_tools(counter)).invoke({"messages": [HumanMessage("q")]}, LIMIT)
+    assert [c["tool"] for c in counter.calls] == ["search", "fetch"]
+    assert out["guard_log"][-1].verdict is Verdict.STOP
+    assert len(model.calls) <= 5
+    assert_every_call_answered(out["messages"])
+
+
+def test_a_stale_tool_is_executed_each_time_but_still_stopped() -> None:
+    counter = Counter()
+    policy = LoopPolicy(no_reuse_tools=frozenset({"clock"}))
+    out = build(forever("clock", {}), make_tools(counter), policy=policy).invoke(
+        {"messages": [HumanMessage("time?")]}, LIMIT
+    )
+    assert len(counter.calls) == 3
+    assert out["guard_log"][-1].reason == "repeated_call"
+    assert out["usage"]["tool_calls"] == 3
+
+
+def test_a_failing_call_repeated_is_stopped_as_repeated_failure() -> None:
+    @tool
+    def flaky(q: str) -> str:
+        """Always down."""
+        raise ConnectionError(f"connection reset by peer #{q}")
+
+    out = build(forever("flaky", {"q": "x"}), [flaky]).invoke(
+        {"messages": [HumanMessage("go")]}, LIMIT
+    )
+    assert out["guard_log"][-1].reason == "repeated_failure"
+    assert out["guard_log"][-1].verdict is Verdict.STOP
+    assert out["usage"]["tool_calls"] == 3
+
+
+def test_duplicate_calls_in_one_turn_run_once() -> None:
+    counter = Counter()
+    both = AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "search", "args": {"q": "x"}, "id": "d1"},
+            {"name": "search", "args": {"q": "x"}, "id": "d2"},
+        ],
+    )
+    model = ScriptedChatModel(script=[both, "done"])
+    out = build(model, make_tools(counter)).invoke({"messages": [HumanMessage("q")]}, LIMIT)
+    assert len(counter.calls) == 1
+    answers = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in answers] == ["d1", "d2"]
+    assert answers[1].response_metadata["agent_guards"]["duplicate"] is True
+    # the duplicate counts as a repetition: REUSE, then one nudge
+    assert [(d.verdict.value, d.reason) for d in out["guard_log"]] == [
+        ("reuse", "duplicate_call"),
+        ("nudge", "repeated_call"),
+    ]
+
+
+async def test_sync_and_async_paths_agree() -> None:
+    sync_counter, async_counter = Counter(), Counter()
+    out = build(forever(), make_tools(sync_counter)).invoke(
+        {"messages": [HumanMessage("q")]}, LIMIT
+    )
+    aout = await build(forever(), make_tools(async_counter)).ainvoke(
+        {"messages": [HumanMessage("q")]}, LIMIT
+    )
+    assert verdicts(out) == verdicts(aout)
+    assert [d.reason for d in out["guard_log"]] == [d.reason for d in aout["guard_log"]]
+    assert out["messages"][-1].content == aout["messages"][-1].content
+    assert out["usage"] == aout["usage"]
+    assert len(sync_counter.calls) == len(async_counter.calls) == 1
+
+
+def test_state_round_trips_through_sqlite_in_strict_mode(tmp_path: Path) -> None:
+    saver = SqliteSaver(sqlite3.connect(str(tmp_path / "cp.sqlite"), check_same_thread=False))
+    graph = build(forever(), make_tools(Counter()), checkpointer=saver)
+    cfg: RunnableConfig = {"configurable": {"thread_id": "t1"}, "recursion_limit": 60}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = graph.invoke({"messages": [HumanMessage("q")]}, cfg)
+        state = graph.get_state(cfg).values
+    assert not [
+        w
+        for w in caught
+        if "serializ" in str(w.message).lower() or "msgpack" in str(w.message).lower()
+    ]
+    assert state["guard_log"] == out["guard_log"]
+    assert all(
+        isinstance(d, GuardDecision) and isinstance(d.verdict, Verdict) for d in state["guard_log"]
+    )
+    reused = [
+        m
+        for m in state["messages"]
+        if isinstance(m, ToolMessage)
+        and "reused_from" in m.response_metadata.get("agent_guards", {})
+    ]
+    assert len(reused) == 2
+    assert state["messages"] == out["messages"]
+
+
+def test_replay_from_a_checkpoint_decides_the_same() -> None:
+    saver = InMemorySaver()
+    graph = build(forever(), make_tools(Counter()), checkpointer=saver)
+    cfg: RunnableConfig = {
+        "configurable": {"thread_id": "replay", "agent_guards_now": "2026-01-01T00:00:00Z"},
+        "recursion_limit": 60,
+    }
+    out = graph.invoke({"messages": [HumanMessage("q")]}, cfg)
+    history = list(graph.get_state_history(cfg))
+    past = next(s for s in history if s.next == ("model",) and len(s.values["messages"]) == 3)
+    replayed = graph.invoke(None, {**past.config, "recursion_limit": 60})
+    assert replayed["guard_log"][-3:] == out["guard_log"][-3:]
+    assert replayed["messages"][-1].content == out["messages"][-1].content
+
+
+def test_escalation_interrupts_and_a_human_can_stop() -> None:
+    policy = LoopPolicy(on_stop="escalate")
+    graph = build(forever(), make_tools(Counter()), policy=policy, checkpointer=InMemorySaver())
+    cfg: RunnableConfig = {"configurable": {"thread_id": "esc"}, "recursion_limit": 60}
+    first = graph.invoke({"messages": [HumanMessage("q")]}, cfg)
+    (pending,) = first["__interrupt__"]
+    assert pending.value["guard"] == "loop_check"
+    assert pending.value["decision"]["verdict"] == "escalate"
+    out = graph.invoke(Command(resume="stop"), cfg)
+    assert out["messages"][-1].name == "loop_check"
+    tail = [(d.verdict.value, d.reason) for d in out["guard_log"]][-3:]
+    assert tail == [
+        ("escalate", "repeated_call"),
+        ("stop", "human_stop"),
+        ("stop", "repeated_call"),
+    ]
+    assert_every_call_answered(out["messages"])
+
+
+def test_escalation_guidance_goes_to_the_model() -> None:
+    def until_told(messages: list[BaseMessage]) -> AIMessage | str:
+        if isinstance(messages[-1], HumanMessage) and "answer now" in str(messages[-1].content):
+            return "Reviews start above 500k."
+        return tool_call_message("search", {"q": "review limit"})
+
+    counter = Counter()
+    graph = build(
+        ScriptedChatModel(script=[until_told], repeat_last=True),
+        make_tools(counter),
+        policy=LoopPolicy(on_stop="escalate"),
+        checkpointer=InMemorySaver(),
+    )
+    cfg: RunnableConfig = {"configurable": {"thread_id": "g"}, "recursion_limit": 60}
+    graph.invoke({"messages": [HumanMessage("q")]}, cfg)
+    out = graph.invoke(Command(resume={"action": "continue", "message": "answer now"}), cfg)
+    assert out["messages"][-1].content == "Reviews start above 500k."
+    assert any(d.reason == "human_continue" for d in out["guard_log"])
+    assert len(counter.calls) == 1
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_an_interrupt_inside_a_tool_passes_through_the_guard(mode: str) -> None:
+    @tool
+    def approve(amount: int) -> str:
+        """Ask a human."""
+        answer = interrupt({"amount": amount})
+        return f"approved: {answer}"
+
+    model = ScriptedChatModel(script=[tool_call_message("approve", {"amount": 5}), "done"])
+    graph = build(model, [approve], checkpointer=InMemorySaver())
+    cfg: RunnableConfig = {"configurable": {"thread_id": mode}, "recursion_limit": 60}
+    first = (
+        graph.invoke({"messages": [HumanMessage("pay")]}, cfg)
+        if mode == "sync"
+        else await graph.ainvoke({"messages": [HumanMessage("pay")]}, cfg)
+    )
+    assert first["__interrupt__"][0].value == {"amount": 5}
+    assert not any(isinstance(m, ToolMessage) for m in first["messages"])
+    resume = Command(resume="yes")
+    out = graph.invoke(resume, cfg) if mode == "sync" else await graph.ainvoke(resume, cfg)
+    answers = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert [m.content for m in answers] == ["approved: yes"] and answers[0].status == "success"
+
+
+def test_the_edge_routes_bad_input_to_continue() -> None:
+    edge = create_loop_check()
+    assert edge.invoke({"messages": [42]}) == "continue"
+    assert edge.invoke({"messages": []}) == "continue"
+
+
+def test_the_stop_node_answers_pending_calls() -> None:
+    history = [HumanMessage("q")]
+    for i in range(2):
+        history += [
+            tool_call_message("search", {"q": "x"}, id=f"s{i}"),
+            ToolMessage("The limit is 500k for purchases.", tool_call_id=f"s{i}", name="search"),
+        ]
+    history.append(
+        AIMessage(
+            content="",
+            tool_calls=[
+                {"name": "search", "args": {"q": "x"}, "id": "s2"},
+                {"name": "fetch", "args": {"doc": "d"}, "id": "s3"},
+            ],
+        )
+    )
+    update = create_loop_stop().invoke({"messages": history})
+    pending = [m for m in update["messages"] if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in pending] == ["s2", "s3"]
+    assert all(m.status == "error" and "Not executed" in m.content for m in pending)
+    assert update["messages"][-1].name == "loop_check"
+    assert "500k" in update["messages"][-1].content
+    assert update["guard_log"][0].verdict is Verdict.STOP
+
+
+@pytest.mark.parametrize(
+    ("factory", "error"),
+    [
+        (lambda b: add_loop_check(b, "", continue_to="model"), "source must be a node name"),
+        (lambda b: add_loop_check(b, "tools", continue_to=""), "continue_to must be a node name"),
+        (
+            lambda b: add_loop_check(b, "tools", continue_to="model", policy="x"),
+            "policy must be a LoopPolicy",
+        ),
+    ],
+)
+def test_wiring_rejects_bad_options(
+    factory: Callable[[StateGraph[Any, Any, Any, Any]], Any], error: str
+) -> None:
+    with pytest.raises((ValueError, TypeError), match=error):
+        factory(StateGraph(LoopState))
+
+
+def test_a_new_user_turn_gets_fresh_results_in_interactive_mode() -> None:
+    counter = Counter()
+    model = ScriptedChatModel(
+        script=[
+            tool_call_message("search", {"q": "x"}),
+            "first",
+            tool_call_message("search", {"q": "x"}),
+            "second",
+        ]
+    )
+    graph = build(model, make_tools(counter), checkpointer=InMemorySaver())
+    config: RunnableConfig = {"configurable": {"thread_id": "turns"}, "recursion_limit": 60}
+    graph.invoke({"messages": [HumanMessage("q1")]}, config)
+    out = graph.invoke({"messages": [HumanMessage("q2: has it changed?")]}, config)
+    assert len(counter.calls) == 2, "a new user turn is not a repetition"
+    assert out["guard_log"] == []
+
+
+def test_reuse_can_be_switched_off() -> None:
+    counter = Counter()
+    out = build(forever(), make_tools(counter), policy=LoopPolicy(reuse_results=False)).invoke(
+        {"messages": [HumanMessage("q")]}, LIMIT
+    )
+    assert len(counter.calls) == 3
+    assert [d.verdict.value for d in out["guard_log"]] == ["nudge", "stop"]
