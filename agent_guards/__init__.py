@@ -65,6 +65,8 @@ from agent_guards.evidence import (
     coerce_evidence,
     create_evidence_resolve,
     create_evidence_route,
+    evidence_from_messages,
+    merge_evidence,
     normalize_value,
     resolve_evidence,
 )
@@ -164,6 +166,7 @@ from agent_guards.planning import (
     request_approval,
     runnable_steps,
 )
+from agent_guards.serde import GUARD_STATE_TYPES, guard_serializer, serde_allowlist
 from agent_guards.tracing import (
     attach_decision,
     decision_metadata,
@@ -201,6 +204,7 @@ __all__ = [
     "DEFAULT_SOURCE_RANKS",
     "DEFAULT_SOURCE_WEIGHTS",
     "EVIDENCE_STATUSES",
+    "GUARD_STATE_TYPES",
     "INJECTION_FLAG",
     "MEMORY_SOURCES",
     "MEMORY_STATUSES",
@@ -313,6 +317,7 @@ __all__ = [
     "decision_tags",
     "describe_failure",
     "detect_loop",
+    "evidence_from_messages",
     "failure_artifact",
     "failure_message",
     "failure_of",
@@ -321,11 +326,13 @@ __all__ = [
     "flag_evidence",
     "format_memories",
     "gate_plan",
+    "guard_serializer",
     "keep_last",
     "kind_for_status",
     "load_memories",
     "mark_step",
     "memory_namespace",
+    "merge_evidence",
     "merge_plans",
     "merge_usage",
     "missing_constraints",
@@ -350,5 +357,6 @@ __all__ = [
     "runnable_steps",
     "save_memories",
     "scan_injection",
+    "serde_allowlist",
     "with_summary_text",
 ]

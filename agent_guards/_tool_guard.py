@@ -112,7 +112,12 @@ class ToolCallGuard:
         (``handle_tool_errors=False`` unless given) so field errors stay structured."""
         if self.retry is not None:
             kwargs.setdefault("handle_tool_errors", False)
-        kwargs.setdefault("messages_key", self.messages_key)
+        key = kwargs.setdefault("messages_key", self.messages_key)
+        if key != self.messages_key:
+            raise ValueError(
+                f"tool_node(messages_key={key!r}) differs from ToolCallGuard.messages_key="
+                f"{self.messages_key!r}; set it on the guard: ToolCallGuard(messages_key=...)"
+            )
         return ToolNode(tools, wrap_tool_call=self, awrap_tool_call=self.awrap, **kwargs)
 
     # execution ------------------------------------------------------------------------

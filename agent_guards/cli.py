@@ -1,7 +1,8 @@
 """The ``agent-guards`` command.
 
 Subcommands: ``version``; ``demo`` (run the built-in scenarios on the embedded SQLite
-default, scripted model, no network).
+default, scripted model, no network); ``history`` and ``replay`` (inspect a recorded thread
+and re-run it from a checkpoint); ``eval`` (the eval slices and the regression gate).
 
 Example:
     >>> main(["version"])  # doctest: +ELLIPSIS
@@ -56,6 +57,10 @@ def _cmd_delegate(module: str, func: str) -> Callable[[argparse.Namespace], int]
     return run
 
 
+def _eval_cli() -> ModuleType:
+    return import_module("agent_guards.evals.cli")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed so the docs and tests can render ``--help``)."""
     parser = argparse.ArgumentParser(
@@ -82,7 +87,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="provider:name of a real chat model (init_chat_model); default: scripted",
     )
     p.add_argument("--no-baseline", action="store_true", help="skip the unguarded comparison")
-    p.set_defaults(func=_cmd_delegate("scenarios", "demo_main"))
+    p.set_defaults(func=_cmd_delegate("demo", "demo_main"))
+
+    p = sub.add_parser("history", help="list a thread's checkpoints with plan version and usage")
+    p.add_argument("thread", help="thread id (the demo prints it)")
+    p.add_argument(
+        "--db", default=".agent_guards/demo.sqlite", help="SQLite path or postgresql:// URL"
+    )
+    p.set_defaults(func=_cmd_delegate("demo", "history_main"))
+
+    p = sub.add_parser("replay", help="re-run a thread from a checkpoint and diff the decisions")
+    p.add_argument("thread", help="thread id")
+    p.add_argument("--checkpoint", required=True, help="checkpoint id (see `history`)")
+    p.add_argument(
+        "--db", default=".agent_guards/demo.sqlite", help="SQLite path or postgresql:// URL"
+    )
+    p.set_defaults(func=_cmd_delegate("demo", "replay_main"))
 
     return parser
 

@@ -34,6 +34,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from typing_extensions import TypedDict
 
 from ._evidence_core import GUARD, coerce_evidence, resolve_evidence
+from ._evidence_io import evidence_from_messages, merge_evidence
 from ._evidence_model import EVIDENCE_STATUSES, ClaimVerdict, Evidence, EvidenceVerdict
 from ._evidence_policy import DEFAULT_SOURCE_WEIGHTS, EvidencePolicy
 from ._fields import normalize_value
@@ -55,6 +56,8 @@ __all__ = [
     "coerce_evidence",
     "create_evidence_resolve",
     "create_evidence_route",
+    "evidence_from_messages",
+    "merge_evidence",
     "normalize_value",
     "resolve_evidence",
 ]

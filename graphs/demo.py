@@ -1,0 +1,212 @@
+"""``agent-guards demo | history | replay``: the scenarios on real persistence.
+
+The embedded default is one SQLite file (checkpoints and store) under ``.agent_guards/``;
+``--db postgresql://...`` uses PostgresSaver and PostgresStore instead, the path to many
+workers and to the LangGraph Agent Server without code changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+from agent_guards import GuardDecision, Verdict, current_plan, guard_serializer
+
+from .plan_execute import build_graph
+from .scenarios import SCENARIOS, ScenarioResult, run_baseline, run_scenario, scenario_config
+
+__all__ = ["demo_main", "history_main", "open_persistence", "replay_main"]
+
+
+@contextmanager
+def open_persistence(db: str) -> Iterator[tuple[Any, Any]]:
+    """``(checkpointer, store)`` for a SQLite path or a ``postgresql://`` URL, set up.
+
+    The checkpointer uses :func:`agent_guards.guard_serializer`, so reading the guard types
+    back logs no "unregistered type" warnings.
+    """
+    if db.startswith(("postgresql://", "postgres://")):
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.store.postgres import PostgresStore
+        from psycopg import Connection
+        from psycopg.rows import dict_row
+
+        with (
+            Connection.connect(
+                db, autocommit=True, prepare_threshold=0, row_factory=dict_row
+            ) as conn,
+            PostgresStore.from_conn_string(db) as store,
+        ):
+            saver = PostgresSaver(conn, serde=guard_serializer())
+            saver.setup()
+            store.setup()
+            yield saver, store
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.store.sqlite import SqliteStore
+
+    Path(db).parent.mkdir(parents=True, exist_ok=True)
+    with (
+        closing(sqlite3.connect(db, check_same_thread=False)) as conn,
+        SqliteStore.from_conn_string(db) as store,
+    ):
+        store.setup()
+        yield SqliteSaver(conn, serde=guard_serializer()), store
+
+
+def _shown(d: GuardDecision) -> bool:
+    """Hide the routine 'nothing to do' records (they stay in state and in the trace)."""
+    return not (d.verdict is Verdict.CONTINUE and d.reason in ("within_budget", "no_memory"))
+
+
+def _ids(d: GuardDecision) -> str:
+    parts = []
+    for label, ids in (
+        ("chose", d.selected_ids),
+        ("flagged", d.conflicting_ids),
+        ("set aside", d.dropped_ids),
+    ):
+        if ids:
+            parts.append(f"{label} {', '.join(ids)}")
+    return "; ".join(parts)
+
+
+def print_result(result: ScenarioResult, baseline: ScenarioResult | None) -> None:
+    decisions = result.decisions
+    shown = [d for d in decisions if _shown(d)]
+    for d in shown:
+        print(f"    {d.guard:<17} {d.verdict.value:<9} {d.reason:<22} {_ids(d)}")
+    if len(shown) < len(decisions):
+        hidden = len(decisions) - len(shown)
+        print(f"    ({hidden} routine decisions hidden: within budget, no memory)")
+    outcome = result.state.get("outcome") or {}
+    text = str(outcome.get("text", "")).replace("\n", "\n      ")
+    print(f"  -> {result.route}: {text}")
+    usage = result.usage
+    print(
+        f"  cost with guards:    {usage.get('model_calls', 0)} model calls, "
+        f"{usage.get('tool_calls', 0)} tool executions, {usage.get('steps', 0)} steps"
+    )
+    if baseline is not None:
+        print(
+            f"  cost without guards: {baseline.model_calls} model calls, {baseline.tool_calls} "
+            f"tool executions; {baseline.ended}"
+        )
+        if baseline.state.get("outcome"):
+            blended = str(baseline.state["outcome"].get("text", "")).replace("\n", " | ")
+            print(f"    unguarded answer:  {blended}")
+
+
+def demo_main(args: argparse.Namespace) -> int:
+    """Run the scenarios, print each one's guard decisions and its cost with and without."""
+    if args.list:
+        for name, scenario in SCENARIOS.items():
+            print(f"{name:<24} {scenario.title}")
+        return 0
+    names = args.scenario or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise SystemExit(f"unknown scenario(s) {unknown}; allowed: {', '.join(SCENARIOS)}")
+    model = None
+    if args.model:
+        from langchain.chat_models import init_chat_model
+
+        model = init_chat_model(args.model)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    print(
+        f"agent-guards demo: checkpoints and store in {args.db}; "
+        f"model: {args.model or 'scripted (no network)'}"
+    )
+    with open_persistence(args.db) as (checkpointer, store):
+        for i, name in enumerate(names, 1):
+            scenario = SCENARIOS[name]
+            thread = f"{name}-{stamp}"
+            print(f"\n[{i}/{len(names)}] {name}: {scenario.title}")
+            print(f"  user: {scenario.message}")
+            result = run_scenario(scenario, checkpointer, store, thread_id=thread, model=model)
+            baseline = None if args.no_baseline or model else run_baseline(scenario)
+            print_result(result, baseline)
+            print(f"  thread: {thread}  (agent-guards history {thread} --db {args.db})")
+    return 0
+
+
+def _scenario_of(thread: str) -> str:
+    for name in sorted(SCENARIOS, key=len, reverse=True):
+        if thread == name or thread.startswith(f"{name}-"):
+            return name
+    raise SystemExit(
+        f"thread {thread!r} was not made by the demo; scenarios: {', '.join(SCENARIOS)}"
+    )
+
+
+def _graph_for(thread: str, checkpointer: Any, store: Any) -> Any:
+    scenario = SCENARIOS[_scenario_of(thread)]
+    return build_graph(
+        scenario.script().model(),
+        scenario.tools(),
+        policies=scenario.policies,
+        checkpointer=checkpointer,
+        store=store,
+    )
+
+
+def history_main(args: argparse.Namespace) -> int:
+    """``agent-guards history THREAD``: every checkpoint with plan version, usage, decision."""
+    with open_persistence(args.db) as (checkpointer, store):
+        graph = _graph_for(args.thread, checkpointer, store)
+        config = {"configurable": {"thread_id": args.thread}}
+        rows = list(graph.get_state_history(config))
+        if not rows:
+            raise SystemExit(f"no checkpoints for thread {args.thread!r} in {args.db}")
+        print(
+            f"{'step':>4}  {'checkpoint':<36}  {'next':<16} {'plan':<5} {'model':>5} "
+            f"{'tools':>5}  last decision"
+        )
+        for snap in reversed(rows):
+            values = snap.values
+            plan = current_plan(values.get("plans") or [])
+            usage = values.get("usage") or {}
+            log = values.get("guard_log") or []
+            last = f"{log[-1].guard}:{log[-1].verdict.value}:{log[-1].reason}" if log else ""
+            step = snap.metadata.get("step", "?") if snap.metadata else "?"
+            checkpoint = snap.config["configurable"]["checkpoint_id"]
+            version = f"v{plan.version}" if plan else "-"
+            print(
+                f"{step:>4}  {checkpoint:<36}  {','.join(snap.next) or '-':<16} {version:<5} "
+                f"{usage.get('model_calls', 0):>5} {usage.get('tool_calls', 0):>5}  {last}"
+            )
+    return 0
+
+
+def replay_main(args: argparse.Namespace) -> int:
+    """``agent-guards replay THREAD --checkpoint ID``: re-run from a checkpoint on a fork, diff."""
+    with open_persistence(args.db) as (checkpointer, store):
+        graph = _graph_for(args.thread, checkpointer, store)
+        base = {"configurable": {"thread_id": args.thread}}
+        original = graph.get_state(base).values.get("guard_log") or []
+        past = {"configurable": {"thread_id": args.thread, "checkpoint_id": args.checkpoint}}
+        snapshot = graph.get_state(past)
+        if not snapshot.values and not snapshot.next:
+            raise SystemExit(f"no checkpoint {args.checkpoint!r} in thread {args.thread!r}")
+        before = len(snapshot.values.get("guard_log") or [])
+        scenario = SCENARIOS[_scenario_of(args.thread)]
+        config = scenario_config(scenario, args.thread, checkpoint_id=args.checkpoint)
+        replayed = graph.invoke(None, config).get("guard_log") or []
+        new, old = replayed[before:], original[before:]
+        same = new == old
+        print(
+            f"replayed {len(new)} decisions from checkpoint {args.checkpoint}: "
+            f"{'identical to the original run' if same else 'DIFFERENT from the original run'}"
+        )
+        for i in range(max(len(new), len(old))):
+            a = old[i] if i < len(old) else None
+            b = new[i] if i < len(new) else None
+            mark = "=" if a == b else "!"
+            label = b or a
+            print(f"  {mark} {label.guard:<17} {label.verdict.value:<9} {label.reason}")
+        return 0 if same else 1

@@ -1,0 +1,258 @@
+"""The reference graph's own nodes (the guards' nodes come from agent_guards)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.types import Command, interrupt
+
+from agent_guards import (
+    Goal,
+    PlanStep,
+    PlanVersion,
+    StepStatus,
+    current_plan,
+    evidence_from_messages,
+    flag_evidence,
+    mark_step,
+    next_step,
+    now_from_config,
+    progress_update,
+)
+from agent_guards.budget import StopReason
+
+from .outcomes import blend_outcome, compensate, respond_outcome, step_outcome
+from .prompts import (
+    PARSE_PROMPT,
+    PLAN_PROMPT,
+    REVIEW_PROMPT,
+    STEP_PROMPT,
+    GoalSpec,
+    PlanSpec,
+    ReviewSpec,
+    last_human,
+    plan_context,
+    step_brief,
+    to_steps,
+    usage_of,
+)
+from .state import PlanExecuteState, Policies
+
+__all__ = ["Nodes", "accept_every_plan", "keep_all_evidence", "no_facts"]
+
+
+class Nodes:
+    """The graph's own nodes. Subclass and override one to change a step of the template.
+
+    Nodes hold no run state: everything they know comes from graph state and config, so a
+    replay from a checkpoint runs them the same way.
+    """
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        tools: Sequence[Any],
+        policies: Policies,
+        compensations: Mapping[str, Callable[[PlanStep], str]],
+    ) -> None:
+        self.pol = policies
+        self.first = "context_guard" if policies.guards else "agent"
+        self.undo = dict(compensations)
+        self.agent_model = model.bind_tools(tools)
+        self.goal_model = model.with_structured_output(GoalSpec)
+        self.plan_model = model.with_structured_output(PlanSpec)
+        self.review_model = model.with_structured_output(ReviewSpec)
+
+    def over_budget(self, state: Mapping[str, Any], config: RunnableConfig) -> StopReason | None:
+        """Why the run must stop now (cumulative usage vs the budget), or None."""
+        if not self.pol.guards:
+            return None
+        return self.pol.budget.check(state, now_from_config(config))
+
+    def parse_goal(self, state: PlanExecuteState) -> Command[Any]:
+        text = last_human(state["messages"])
+        spec = self.goal_model.invoke([SystemMessage(PARSE_PROMPT), HumanMessage(text)])
+        goal = Goal(
+            spec.intent,
+            spec.constraints,
+            required=self.pol.required_constraints,
+            dimensions=tuple(spec.dimensions),
+        )
+        update: dict[str, Any] = {
+            "goal": goal,
+            "memory_facts": [f.model_dump() for f in spec.facts],
+            "outcome": {},
+            "usage": {"model_calls": 1, "steps": 1},
+            **progress_update(observations=1),
+        }
+        if self.pol.guards and goal.missing():
+            update["outcome"] = {
+                "route": "clarify",
+                "reason": "missing_constraints",
+                "missing": list(goal.missing()),
+            }
+            return Command(goto="respond", update=update)
+        return Command(goto="memory_resolve", update=update)
+
+    def plan(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
+        if (reason := self.over_budget(state, config)) is not None:
+            return Command(goto="evidence_resolve", update={"outcome": _stopped(reason)})
+        versions = state.get("plans") or []
+        current = current_plan(versions)
+        prompt = [SystemMessage(PLAN_PROMPT), HumanMessage(plan_context(state, current))]
+        spec = self.plan_model.invoke(prompt)
+        version = PlanVersion(
+            len(versions) + 1,
+            to_steps(spec.steps),
+            trigger=(state.get("replan_trigger") or "critique") if versions else "initial",
+            reason=spec.reason,
+            parent=current.version if current else None,
+        )
+        update = {
+            "plans": [version],
+            "replan_trigger": None,
+            "usage": {"model_calls": 1, "steps": 1},
+        }
+        return Command(goto="planner_gate", update=update)
+
+    def start_step(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
+        current = current_plan(state.get("plans") or [])
+        step = next_step(current) if current else None
+        if current is None or step is None:
+            return Command(goto="evidence_resolve")
+        if (reason := self.over_budget(state, config)) is not None:
+            return Command(goto="evidence_resolve", update={"outcome": _stopped(reason)})
+        brief = step_brief(state, step)
+        return Command(
+            goto=self.first,
+            update={
+                "plans": [mark_step(current, step.id, StepStatus.RUNNING)],
+                "current_step": step.id,
+                "step_messages": [
+                    RemoveMessage(id=REMOVE_ALL_MESSAGES),
+                    SystemMessage(STEP_PROMPT),
+                    HumanMessage(brief),
+                ],
+                "context_pins": {"goal": brief},
+                "usage": {"steps": 1},
+            },
+        )
+
+    def agent(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
+        if (reason := self.over_budget(state, config)) is not None:
+            note = AIMessage(f"Stopped before the next model call: {reason}.", name="budget")
+            update = {"step_messages": [note], "outcome": _stopped(reason)}
+            return Command(goto="record_step", update=update)
+        reply = self.agent_model.invoke(state["step_messages"])
+        goto = "tools" if isinstance(reply, AIMessage) and reply.tool_calls else "record_step"
+        return Command(goto=goto, update={"step_messages": [reply], "usage": usage_of(reply)})
+
+    def record_step(self, state: PlanExecuteState) -> Command[Any]:
+        current = current_plan(state.get("plans") or [])
+        step_id = state.get("current_step")
+        messages = state.get("step_messages") or []
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        found = evidence_from_messages(results)
+        if self.pol.guards:
+            found = flag_evidence(found)
+        status, note, route = step_outcome(messages, self.pol.retry)
+        update: dict[str, Any] = {
+            "evidence": found,
+            "current_step": None,
+            "usage": {"steps": 1},
+            **progress_update(executed=1, observations=len(results)),
+        }
+        if current is not None and step_id:
+            marked = mark_step(
+                current,
+                step_id,
+                status,
+                evidence_ids=[e.id for e in found],
+                call_ids=[m.tool_call_id for m in results],
+                note=note,
+            )
+            update["plans"] = [marked]
+        if route == "refuse":
+            update["outcome"] = {"route": "refuse", "reason": note}
+            return Command(goto="respond", update=update)
+        if route == "replan" and self.pol.guards:
+            update["replan_trigger"] = "execution_feedback"
+            return Command(goto="plan", update=update)
+        if (state.get("outcome") or {}).get("route") == "stopped":
+            return Command(goto="evidence_resolve", update=update)
+        return Command(goto="review", update=update)
+
+    def review(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
+        if (reason := self.over_budget(state, config)) is not None:
+            return Command(goto="evidence_resolve", update={"outcome": _stopped(reason)})
+        current = current_plan(state.get("plans") or [])
+        prompt = [SystemMessage(REVIEW_PROMPT), HumanMessage(plan_context(state, current))]
+        spec = self.review_model.invoke(prompt)
+        update: dict[str, Any] = {"usage": {"model_calls": 1, "steps": 1}}
+        if spec.action == "finish":
+            return Command(goto="evidence_resolve", update=update)
+        if spec.action == "revise" and spec.steps:
+            versions = state.get("plans") or []
+            update["plans"] = [
+                PlanVersion(
+                    len(versions) + 1,
+                    to_steps(spec.steps),
+                    trigger=spec.trigger,
+                    reason=spec.reason,
+                    parent=current.version if current else None,
+                )
+            ]
+        return Command(goto="planner_gate", update=update)
+
+    def respond(self, state: PlanExecuteState) -> Command[Any]:
+        outcome = respond_outcome(state) if self.pol.guards else blend_outcome(state)
+        if outcome["route"] == "cancelled" and (undone := compensate(state, self.undo)):
+            outcome["compensated"] = undone
+            outcome["text"] += "\nUndone: " + "; ".join(undone)
+        message = AIMessage(outcome["text"], name="respond")
+        goto = "escalate" if outcome["route"] == "escalate" else END
+        return Command(goto=goto, update={"messages": [message], "outcome": outcome})
+
+    def escalate(self, state: PlanExecuteState) -> dict[str, Any]:
+        outcome = dict(state.get("outcome") or {})
+        answer = interrupt(
+            {"type": "escalation", "reason": outcome.get("reason"), "question": outcome.get("text")}
+        )
+        outcome["human"] = answer
+        reply = AIMessage(f"A reviewer decided: {answer}", name="escalate")
+        return {"outcome": outcome, "messages": [reply]}
+
+
+def _stopped(reason: StopReason) -> dict[str, Any]:
+    return {"route": "stopped", "reason": reason.reason, "detail": str(reason)}
+
+
+def accept_every_plan(state: PlanExecuteState) -> Command[Any]:
+    """The unguarded baseline: every proposal becomes the plan, nothing is ever refused."""
+    versions = list(state.get("plans") or [])
+    newest = versions[-1]
+    update: dict[str, Any] = {}
+    if newest.status.value == "proposed":
+        update["plans"] = [PlanVersion.from_dict({**newest.to_dict(), "status": "accepted"})]
+    return Command(goto="start_step", update=update)
+
+
+def no_facts(state: Any, config: RunnableConfig) -> list[Any]:
+    return []
+
+
+def keep_all_evidence(state: PlanExecuteState) -> dict[str, Any]:
+    """The unguarded baseline for evidence_resolve: nothing is arbitrated."""
+    return {}

@@ -1,0 +1,192 @@
+"""How a run ends: the outcome of a step, and the final answer the user sees.
+
+``respond_outcome`` is the completion check: every dimension the goal asked for must be
+covered by cited evidence; otherwise the run clarifies, abstains, escalates, or returns
+the confirmed part plus what is missing (seed 003). It never blends conflicting values:
+that is what ``blend_outcome``, the unguarded baseline, does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+
+from agent_guards import (
+    GuardDecision,
+    PlanStep,
+    RetryRouterPolicy,
+    StepStatus,
+    Verdict,
+    current_plan,
+    route_failures,
+)
+
+
+def step_outcome(
+    messages: Sequence[AnyMessage], retry: RetryRouterPolicy
+) -> tuple[StepStatus, str, str]:
+    """(status, note, route) of a finished step, from how its ReAct loop ended."""
+    last = messages[-1] if messages else None
+    if isinstance(last, AIMessage) and last.name in ("loop_check", "retry_router", "budget"):
+        meta = (last.response_metadata or {}).get("agent_guards", {})
+        route = "refuse" if meta.get("verdict") == "refuse" else "failed"
+        return StepStatus.FAILED, f"{last.name}: {meta.get('reason', 'stopped')}", route
+    if isinstance(last, ToolMessage):  # the retry router routed here: replan or fallback
+        decision = route_failures(messages, policy=retry)
+        route = str(decision.data.get("route", "failed"))
+        return StepStatus.FAILED, f"retry_router: {decision.reason}", route
+    if isinstance(last, AIMessage) and not last.tool_calls:
+        return StepStatus.DONE, str(last.content)[:200], "done"
+    return StepStatus.FAILED, "the step ended without an answer", "failed"
+
+
+def _last_decision(state: Mapping[str, Any]) -> GuardDecision | None:
+    log = state.get("guard_log") or []
+    return log[-1] if log else None
+
+
+def _claim(verdict: Any, key: str) -> Any:
+    if verdict is None:
+        return None
+    if verdict.claims:
+        return verdict.claims.get(key)
+    return verdict if verdict.claim_key in (None, key) else None
+
+
+def _cite(ids: Sequence[str]) -> str:
+    return "[" + ", ".join(ids) + "]" if ids else "[no citation]"
+
+
+def respond_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The final outcome: answer with citations, clarify, abstain, escalate, or partial."""
+    preset = dict(state.get("outcome") or {})
+    route = preset.get("route")
+    if route == "clarify":
+        return preset | {
+            "text": f"To answer this I need: {', '.join(preset['missing'])}. Could you tell me?"
+        }
+    if route == "refuse":
+        return preset | {"text": f"I can't do that: {preset.get('reason')}. This was not retried."}
+    last = _last_decision(state)
+    if last is not None and last.guard == "planner_gate" and route != "stopped":
+        if last.verdict is Verdict.CLARIFY:
+            return {
+                "route": "clarify",
+                "reason": last.reason,
+                "text": f"I am not making progress ({last.detail}). What should I focus on?",
+            }
+        if last.verdict is Verdict.ESCALATE:
+            return {"route": "escalate", "reason": last.reason, "text": last.detail}
+        if last.verdict is Verdict.STOP and last.reason in ("cancelled", "approval_rejected"):
+            return {
+                "route": "cancelled",
+                "reason": last.reason,
+                "text": f"Cancelled: {last.detail}",
+            }
+    goal = state.get("goal")
+    dims = list(goal.dimensions) if goal is not None and goal.dimensions else []
+    verdict = state.get("evidence_verdict")
+    keys = dims or ([verdict.claim_key] if verdict is not None and verdict.claim_key else [])
+    answered, missing, unclear, cited = [], [], [], []
+    for key in keys or ["answer"]:
+        claim = _claim(verdict, key) if keys else verdict
+        if claim is None or claim.verdict is Verdict.ABSTAIN:
+            missing.append(key)
+        elif claim.verdict is Verdict.ANSWER:
+            value = claim.value if claim.value is not None else claim.values
+            answered.append(f"{key}: {value} {_cite(claim.selected_ids)}")
+            cited.extend(claim.selected_ids)
+        else:
+            unclear.append((key, claim))
+    fmt = _preferred_format(state)
+    if verdict is not None and verdict.verdict is Verdict.ESCALATE:
+        return {
+            "route": "escalate",
+            "reason": verdict.reason,
+            "text": f"The evidence conflicts on a high-risk question ({verdict.reason}); "
+            "a reviewer must decide.",
+        }
+    if unclear:
+        key, claim = unclear[0]
+        options = "; ".join(f"{k}: {v}" for k, v in claim.values.items()) or "several values"
+        return {
+            "route": "clarify",
+            "reason": claim.reason,
+            "text": f"The sources disagree on {key} ({options}). Which one do you mean?",
+        }
+    conflicts = list(verdict.conflicting_ids) if verdict is not None else []
+    body = _render(answered, fmt)
+    if conflicts:
+        body += f"\nNot used (conflicting): {', '.join(conflicts)}"
+    if route == "stopped" or (missing and answered):
+        why = preset.get("detail") or "evidence is missing"
+        gaps = ", ".join(missing) or "the remaining steps"
+        text = f"Partial result ({why}).\nConfirmed:\n{body or '- nothing yet'}\nMissing: {gaps}"
+        return {
+            "route": "partial",
+            "reason": preset.get("reason", "missing_evidence"),
+            "text": text,
+            "cited": cited,
+            "missing": missing,
+            "format": fmt,
+        }
+    if not answered:
+        return {
+            "route": "abstain",
+            "reason": verdict.reason if verdict else "no_evidence",
+            "text": "I don't have enough evidence to answer this reliably.",
+            "missing": missing,
+        }
+    return {
+        "route": "answer",
+        "reason": "covered",
+        "text": body,
+        "cited": cited,
+        "conflicting": conflicts,
+        "format": fmt,
+    }
+
+
+def _preferred_format(state: Mapping[str, Any]) -> str | None:
+    verdict = state.get("memory_verdict")
+    for record in getattr(verdict, "inject", ()) or ():
+        if record.key in ("report_format", "format", "output_format"):
+            return str(record.value)
+    return None
+
+
+def _render(lines: Sequence[str], fmt: str | None) -> str:
+    if fmt and fmt.lower() in ("markdown", "md"):
+        return "## Answer\n" + "\n".join(f"- {line}" for line in lines)
+    suffix = f"\n(format: {fmt})" if fmt else ""
+    return "\n".join(lines) + suffix
+
+
+def blend_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
+    """What an unguarded graph does: every value found, blended into one sentence."""
+    goal = state.get("goal")
+    dims = list(goal.dimensions) if goal is not None else []
+    values: dict[str, list[str]] = {}
+    for item in state.get("evidence") or []:
+        values.setdefault(item.claim_key, [])
+        if str(item.value) not in values[item.claim_key]:
+            values[item.claim_key].append(str(item.value))
+    lines = [f"{k}: {' or '.join(v)}" for k, v in values.items() if not dims or k in dims]
+    fmt = _preferred_format(state)
+    return {
+        "route": "answer",
+        "reason": "unguarded_blend",
+        "text": _render(lines, fmt),
+        "format": fmt,
+    }
+
+
+def compensate(
+    state: Mapping[str, Any], undo: Mapping[str, Callable[[PlanStep], str]]
+) -> list[str]:
+    """Run the undo hooks of completed steps with side effects, newest first."""
+    current = current_plan(state.get("plans") or [])
+    done = [s for s in (current.steps if current else ()) if s.status is StepStatus.DONE]
+    return [undo[s.tool](s) for s in reversed(done) if s.tool in undo]

@@ -1,0 +1,185 @@
+"""The reference Plan-and-Execute graph, with every agent-guards guard in place.
+
+Clone this file as the template for your own planner. The flow (DESIGN.md)::
+
+    parse_goal -> memory_resolve -> plan -> planner_gate -> start_step
+      -> [context_guard -> agent -> tools (loop_check + retry_router)]* -> record_step
+      -> review -> planner_gate ... -> evidence_resolve -> respond
+
+* ``parse_goal`` extracts the goal, its required constraints and the current turn's facts;
+  a missing constraint goes straight to a clarifying question.
+* ``planner_gate`` is the single entry to execution: it accepts or refuses every new plan
+  version (replan budget, execute gate, no-new-evidence, similarity) and asks a human before
+  a high-risk step.
+* Each plan step runs as a bounded ReAct loop on its own message channel
+  (``step_messages``), cleared when the next step starts, so checkpoints stay flat.
+* ``respond`` answers only from the evidence verdict, with citations; a run that hits its
+  budget returns the confirmed part and what is missing.
+
+Budgets are cumulative per thread (``usage``), and ``recursion_limit`` is derived from them
+(:func:`run_config`), so no scenario ends in ``GraphRecursionError``. ``graph`` at the bottom
+is a checkpointer-free instance for ``langgraph.json`` (``langgraph dev``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import ToolNode
+
+from agent_guards import (
+    PlanStep,
+    ToolCallGuard,
+    add_retry_router,
+    create_context_guard,
+    create_evidence_resolve,
+    create_memory_resolve,
+    create_planner_gate,
+)
+
+from .nodes import Nodes, accept_every_plan, keep_all_evidence, no_facts
+from .state import SUPERSTEPS_PER_STEP, PlanExecuteState, Policies, run_config
+
+__all__ = [
+    "SUPERSTEPS_PER_STEP",
+    "Nodes",
+    "PlanExecuteState",
+    "Policies",
+    "build_graph",
+    "run_config",
+]
+
+
+def build_graph(
+    model: BaseChatModel,
+    tools: Sequence[Any],
+    *,
+    policies: Policies | None = None,
+    checkpointer: Any = None,
+    store: Any = None,
+    compensations: Mapping[str, Callable[[PlanStep], str]] | None = None,
+    sleep: Callable[[float], Any] | None = None,
+    name: str = "plan_execute",
+) -> Any:
+    """Build and compile the reference graph.
+
+    Args:
+        model: Any chat model; it must support ``bind_tools`` and ``with_structured_output``.
+        tools: The tools steps may call. Tools that return ``(content, artifact)`` with a
+            list of evidence dicts (or ``Document``s) in the artifact feed evidence_resolve.
+        policies: Every guard's policy; :class:`Policies` defaults when omitted.
+        checkpointer: Any LangGraph checkpointer (SQLite, Postgres, in-memory) or None.
+        store: A ``BaseStore`` for long-term memories, circuit breakers and archived
+            context (the breaker is off without one).
+        compensations: Tool name -> undo hook run for completed steps when a run is
+            cancelled (steps with side effects). Each returns a line for the record.
+        sleep: How the retry backoff waits (``time.sleep`` by default); inject one in tests.
+        name: The compiled graph's name.
+    """
+    pol = policies or Policies()
+    if not isinstance(pol, Policies):
+        raise TypeError(f"policies must be a Policies, got {type(pol).__name__}")
+    tool_names = [str(getattr(t, "name", "")) for t in tools]
+    if not all(tool_names):
+        raise ValueError(f"every tool needs a name, got {tool_names!r}")
+    unknown = sorted(set(compensations or {}) - set(tool_names))
+    if unknown:
+        raise ValueError(f"compensations for unknown tools {unknown}; tools: {tool_names}")
+    nodes = Nodes(model, tools, pol, compensations or {})
+    builder = StateGraph(PlanExecuteState)
+    builder.add_node("parse_goal", nodes.parse_goal, destinations=("memory_resolve", "respond"))
+    # Unguarded baseline: stored memories are injected as they are, the turn's facts ignored.
+    extractor = None if pol.guards else no_facts
+    builder.add_node(
+        "memory_resolve", create_memory_resolve(policy=pol.memory, extractor=extractor)
+    )
+    builder.add_node("plan", nodes.plan, destinations=("planner_gate", "evidence_resolve"))
+    if pol.guards:
+        gate = create_planner_gate(
+            policy=pol.planner,
+            tools=tool_names,
+            approval_risk=pol.approval_risk,
+            destinations={
+                "execute": "start_step",
+                "replan": "start_step",
+                "clarify": "respond",
+                "escalate": "respond",
+                "stop": "evidence_resolve",
+            },
+        )
+        builder.add_node(
+            "planner_gate", gate, destinations=("start_step", "respond", "evidence_resolve")
+        )
+        builder.add_node("evidence_resolve", create_evidence_resolve(policy=pol.evidence))
+    else:
+        builder.add_node("planner_gate", accept_every_plan, destinations=("start_step",))
+        builder.add_node("evidence_resolve", keep_all_evidence)
+    builder.add_node("start_step", nodes.start_step, destinations=(nodes.first, "evidence_resolve"))
+    builder.add_node("agent", nodes.agent, destinations=("tools", "record_step"))
+    builder.add_node(
+        "record_step",
+        nodes.record_step,
+        destinations=("respond", "plan", "review", "evidence_resolve"),
+    )
+    builder.add_node("review", nodes.review, destinations=("planner_gate", "evidence_resolve"))
+    builder.add_node("respond", nodes.respond, destinations=("escalate", END))
+    builder.add_node("escalate", nodes.escalate)
+    builder.add_edge(START, "parse_goal")
+    builder.add_edge("memory_resolve", "plan")
+    builder.add_edge("evidence_resolve", "respond")
+    builder.add_edge("escalate", END)
+    _add_tools(builder, tools, pol, store=store, sleep=sleep)
+    return builder.compile(checkpointer=checkpointer, store=store, name=name)
+
+
+def _add_tools(
+    builder: StateGraph[Any, Any, Any, Any],
+    tools: Sequence[Any],
+    pol: Policies,
+    *,
+    store: Any,
+    sleep: Callable[[float], Any] | None,
+) -> None:
+    """The step's tool loop: guarded (context, reuse, loops, failures) or plain."""
+    if not pol.guards:
+        builder.add_node(
+            "tools", ToolNode(tools, messages_key="step_messages", handle_tool_errors=True)
+        )
+        builder.add_edge("tools", "agent")
+        return
+    waits = {} if sleep is None else {"sleep": sleep, "asleep": _async_sleep(sleep)}
+    guard = ToolCallGuard(
+        loop=pol.loop,
+        retry=pol.retry,
+        breaker=pol.breaker if store is not None else None,
+        messages_key="step_messages",
+        **waits,
+    )
+    builder.add_node("tools", guard.tool_node(tools))
+    context = create_context_guard(
+        pol.max_context_tokens, policy=pol.context, tools=tools, messages_key="step_messages"
+    )
+    builder.add_node("context_guard", context)
+    builder.add_edge("context_guard", "agent")
+    add_retry_router(
+        builder,
+        "tools",
+        model="context_guard",
+        tools="tools",
+        replan="record_step",
+        fallback="record_step",
+        policy=pol.retry,
+        loop_policy=pol.loop,
+        messages_key="step_messages",
+        end="record_step",
+    )
+
+
+def _async_sleep(sleep: Callable[[float], Any]) -> Callable[[float], Any]:
+    async def asleep(seconds: float) -> None:
+        sleep(seconds)
+
+    return asleep

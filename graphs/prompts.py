@@ -1,0 +1,120 @@
+"""What the reference graph's model sees and returns: schemas, prompts, context text.
+
+Each node's system prompt opens with a ``[role]`` tag (``parse_goal``, ``plan``, ``agent``,
+``review``) so logs, traces and scripted test models can tell the roles apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from pydantic import BaseModel, Field
+
+from agent_guards import PlanStep, PlanVersion, format_memories
+
+
+class FactSpec(BaseModel):
+    """A fact the user stated in this turn (a preference, a correction)."""
+
+    key: str
+    value: Any
+    persist: bool = Field(False, description="True if the user wants it remembered")
+
+
+class GoalSpec(BaseModel):
+    """The goal layer: intent, constraints, output dimensions, explicit facts."""
+
+    intent: str
+    constraints: dict[str, Any] = Field(default_factory=dict)
+    dimensions: list[str] = Field(default_factory=list, description="claims the answer covers")
+    facts: list[FactSpec] = Field(default_factory=list)
+
+
+class StepSpec(BaseModel):
+    id: str
+    description: str
+    tool: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    depends_on: list[str] = Field(default_factory=list)
+    risk: Literal["low", "medium", "high"] = "low"
+
+
+class PlanSpec(BaseModel):
+    steps: list[StepSpec]
+    reason: str = ""
+
+
+class ReviewSpec(BaseModel):
+    """After a step: go on, revise the plan (saying why), or finish early."""
+
+    action: Literal["continue", "revise", "finish"] = "continue"
+    reason: str = ""
+    trigger: Literal["critique", "execution_feedback"] = "critique"
+    steps: list[StepSpec] = Field(default_factory=list)
+
+
+PARSE_PROMPT = (
+    "[parse_goal] Extract the user's goal: intent, constraints (region, period, entity, ...),"
+    " the dimensions the answer must cover, and facts the user stated about this request."
+)
+PLAN_PROMPT = (
+    "[plan] Write a short plan: steps with ids, a tool and its args when a tool is needed,"
+    " and dependencies. Only execution feedback or new user input justifies a new plan."
+)
+STEP_PROMPT = "[agent] Execute the current plan step with the tools. Stop when it is done."
+REVIEW_PROMPT = (
+    "[review] The step finished. Continue with the plan, finish early, or revise it"
+    " (say whether the revision comes from execution feedback or from critique)."
+)
+
+
+def last_human(messages: Sequence[AnyMessage]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return str(message.content)
+    return ""
+
+
+def usage_of(reply: AIMessage) -> dict[str, int]:
+    tokens = (reply.usage_metadata or {}).get("total_tokens", 0) if reply.usage_metadata else 0
+    return {"model_calls": 1, "steps": 1, "tokens": int(tokens)}
+
+
+def to_steps(specs: Sequence[StepSpec]) -> tuple[PlanStep, ...]:
+    return tuple(
+        PlanStep(
+            s.id, s.description, tool=s.tool, args=s.args, depends_on=s.depends_on, risk=s.risk
+        )
+        for s in specs
+    )
+
+
+def plan_context(state: Mapping[str, Any], current: PlanVersion | None) -> str:
+    goal = state.get("goal")
+    lines = [f"Request: {last_human(state.get('messages') or [])}"]
+    if goal is not None:
+        lines.append(
+            f"Goal: {goal.intent}; constraints: {goal.constraints}; covers: {list(goal.dimensions)}"
+        )
+    verdict = state.get("memory_verdict")
+    if verdict is not None and verdict.inject:
+        lines.append("Memories:\n" + format_memories(verdict))
+    lines.append(f"Plan versions so far: {len(state.get('plans') or [])}")
+    if current is not None:
+        lines.append(f"Current plan v{current.version}:")
+        lines.extend(
+            f"- {s.id} [{s.status.value}] {s.description} {s.note}".rstrip() for s in current.steps
+        )
+    return "\n".join(lines)
+
+
+def step_brief(state: Mapping[str, Any], step: PlanStep) -> str:
+    goal = state.get("goal")
+    text = f"Step {step.id}: {step.description}"
+    if step.tool:
+        text += f"\nSuggested call: {step.tool}({step.args})"
+    if goal is not None and goal.constraints:
+        text += f"\nConstraints (always apply): {goal.constraints}"
+    return text

@@ -1,0 +1,92 @@
+"""The reference graph's state and policies (one frozen value for every guard)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from langchain_core.messages import AnyMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import MessagesState
+from langgraph.graph.message import add_messages
+
+from agent_guards import (
+    Budget,
+    CircuitBreaker,
+    ContextPolicy,
+    ContextState,
+    Evidence,
+    EvidencePolicy,
+    EvidenceState,
+    LoopPolicy,
+    MemoryPolicy,
+    MemoryState,
+    PlannerPolicy,
+    PlanState,
+    RetryRouterPolicy,
+    merge_evidence,
+    recursion_limit_for,
+)
+
+__all__ = ["SUPERSTEPS_PER_STEP", "PlanExecuteState", "Policies", "run_config"]
+
+# How many super-steps one counted step may take (context_guard, agent, tools, a nudge).
+SUPERSTEPS_PER_STEP = 4
+
+
+class PlanExecuteState(MessagesState, PlanState, EvidenceState, MemoryState, ContextState):
+    """Conversation, plan versions, evidence, memories and the guard channels."""
+
+    evidence: Annotated[list[Evidence], merge_evidence]
+    step_messages: Annotated[list[AnyMessage], add_messages]
+    current_step: str | None
+    replan_trigger: str | None
+    outcome: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Policies:
+    """Every guard's policy for the reference graph, in one frozen value.
+
+    ``guards=False`` builds the same graph with every guard removed (no budget, plain
+    ToolNode, every plan accepted, all evidence blended): the baseline the demo and the
+    benchmarks compare against. Never ship it.
+    """
+
+    budget: Budget = field(
+        default_factory=lambda: Budget(
+            max_steps=80, max_replans=2, max_tool_calls=30, max_model_calls=50
+        )
+    )
+    evidence: EvidencePolicy = field(default_factory=EvidencePolicy)
+    memory: MemoryPolicy = field(default_factory=MemoryPolicy)
+    planner: PlannerPolicy = field(default_factory=PlannerPolicy)
+    loop: LoopPolicy = field(default_factory=LoopPolicy)
+    retry: RetryRouterPolicy = field(default_factory=RetryRouterPolicy)
+    breaker: CircuitBreaker | None = field(default_factory=CircuitBreaker)
+    context: ContextPolicy = field(default_factory=ContextPolicy)
+    max_context_tokens: int = 16_000
+    required_constraints: tuple[str, ...] = ()
+    approval_risk: Literal["low", "medium", "high"] | None = "high"
+    guards: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_context_tokens < 256:
+            raise ValueError(f"max_context_tokens must be >= 256, got {self.max_context_tokens}")
+        if self.guards and self.budget.max_steps is None:
+            raise ValueError("Policies.budget needs max_steps: recursion_limit is only a backstop")
+
+
+def run_config(
+    policies: Policies | None = None, *, thread_id: str | None = None, **configurable: Any
+) -> RunnableConfig:
+    """A run config whose ``recursion_limit`` is derived from the budget (a backstop only)."""
+    pol = policies or Policies()
+    config: RunnableConfig = {"configurable": dict(configurable)}
+    if thread_id is not None:
+        config["configurable"]["thread_id"] = thread_id
+    if pol.guards and pol.budget.max_steps is not None:
+        config["recursion_limit"] = recursion_limit_for(
+            pol.budget, nodes_per_step=SUPERSTEPS_PER_STEP
+        )
+    return config
