@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 
@@ -49,6 +50,7 @@ __all__ = [
     "PlanExecuteState",
     "Policies",
     "build_graph",
+    "graph",
     "run_config",
 ]
 
@@ -183,3 +185,27 @@ def _async_sleep(sleep: Callable[[float], Any]) -> Callable[[float], Any]:
         sleep(seconds)
 
     return asleep
+
+
+def graph(config: RunnableConfig) -> Any:
+    """Graph factory for ``langgraph.json`` (``langgraph dev``, LangGraph Studio, Agent Server).
+
+    Checkpointer-free: the server brings its own persistence and store. ``configurable``
+    may name a built-in ``scenario`` (default ``procurement_threshold``) and a ``model``
+    (``provider:name`` for ``init_chat_model``; default: the scenario's scripted model, so
+    the server runs offline).
+    """
+    from .scenarios import SCENARIOS
+
+    configurable = (config or {}).get("configurable") or {}
+    name = configurable.get("scenario") or "procurement_threshold"
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; allowed: {', '.join(SCENARIOS)}")
+    scenario = SCENARIOS[name]
+    if configurable.get("model"):
+        from langchain.chat_models import init_chat_model
+
+        model = init_chat_model(configurable["model"])
+    else:
+        model = scenario.script().model()
+    return build_graph(model, scenario.tools(), policies=scenario.policies)
