@@ -48,6 +48,7 @@ __all__ = [
     "RetryRoute",
     "Usage",
     "Verdict",
+    "delta_log",
     "keep_last",
     "merge_usage",
     "now_from_config",
@@ -219,6 +220,33 @@ def keep_last(n: int = DEFAULT_LOG_SIZE) -> Callable[[list[Any] | None, Any], li
 
     reduce.__name__ = f"keep_last_{n}"
     return reduce
+
+
+def delta_log(n: int = DEFAULT_LOG_SIZE, *, snapshot_frequency: int = 100) -> Any:
+    """A ``guard_log`` channel that checkpoints only what each step adds (LangGraph's beta
+    ``DeltaChannel``), keeping the last ``n`` decisions.
+
+    ``keep_last`` makes SqliteSaver copy the whole log (up to ``n`` decisions, ~0.5 KB
+    each) into every checkpoint; with ``delta_log`` a step writes its new decisions only,
+    plus a full snapshot every ``snapshot_frequency`` updates, so bytes per step stay flat
+    however long the run. Reading a past state replays at most ``snapshot_frequency``
+    writes. Falls back to :func:`keep_last` on LangGraph versions without ``DeltaChannel``.
+
+    Use it as ``guard_log: Annotated[list[GuardDecision], delta_log()]``.
+    """
+    reduce = keep_last(n)
+    try:
+        from langgraph.channels.delta import DeltaChannel
+    except ImportError:  # pragma: no cover - LangGraph < 1.2
+        return reduce
+
+    def reduce_batch(current: list[Any] | None, writes: Any) -> list[Any]:
+        items = list(current or ())
+        for update in writes:
+            items = reduce(items, update)
+        return items
+
+    return DeltaChannel(reduce_batch, list, snapshot_frequency=snapshot_frequency)
 
 
 USAGE_COUNTERS: tuple[str, ...] = ("steps", "replans", "tool_calls", "model_calls", "tokens")

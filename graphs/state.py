@@ -18,12 +18,14 @@ from agent_guards import (
     Evidence,
     EvidencePolicy,
     EvidenceState,
+    GuardDecision,
     LoopPolicy,
     MemoryPolicy,
     MemoryState,
     PlannerPolicy,
     PlanState,
     RetryRouterPolicy,
+    delta_log,
     merge_evidence,
     recursion_limit_for,
 )
@@ -37,6 +39,7 @@ SUPERSTEPS_PER_STEP = 4
 class PlanExecuteState(MessagesState, PlanState, EvidenceState, MemoryState, ContextState):
     """Conversation, plan versions, evidence, memories and the guard channels."""
 
+    guard_log: Annotated[list[GuardDecision], delta_log()]
     evidence: Annotated[list[Evidence], merge_evidence]
     step_messages: Annotated[list[AnyMessage], add_messages]
     current_step: str | None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.runnables import RunnableConfig
@@ -17,7 +18,7 @@ from langgraph.types import Command, Send, interrupt
 
 from agent_guards._node import guarded, invalid_input, runnable, stamp
 from agent_guards.errors import InvalidInputError
-from agent_guards.types import GuardDecision, GuardState, Verdict
+from agent_guards.types import GuardDecision, GuardState, Verdict, delta_log, keep_last
 
 
 class State(MessagesState, GuardState):
@@ -173,3 +174,56 @@ def test_guarded_reraises_interrupts_and_converts_bad_input() -> None:
     assert decision.dropped_ids == ("doc-1",)
     assert decision.data["field"] == "updated_at"
     assert "item 'doc-1' field 'updated_at': not a date" in decision.detail
+
+
+class DeltaState(MessagesState):
+    guard_log: Annotated[list[GuardDecision], delta_log(50, snapshot_frequency=25)]
+    n: int
+
+
+def _ticking(limit: int) -> Any:
+    def tick(state: DeltaState) -> dict[str, Any]:
+        n = state.get("n", 0) + 1
+        d = GuardDecision(guard="tick", verdict=Verdict.CONTINUE, reason="tick", data={"n": n})
+        return {"n": n, "guard_log": [d]}
+
+    builder = StateGraph(DeltaState)
+    builder.add_node("tick", tick)
+    builder.add_edge(START, "tick")
+    builder.add_conditional_edges(
+        "tick", lambda s: "tick" if s["n"] < limit else END, ["tick", END]
+    )
+    return builder
+
+
+def test_delta_log_keeps_the_window_and_writes_only_deltas(tmp_path: Path) -> None:
+    db = tmp_path / "delta.sqlite"
+    graph = _ticking(300).compile(checkpointer=_sqlite(db))
+    cfg: RunnableConfig = {"configurable": {"thread_id": "d"}, "recursion_limit": 1000}
+    out = graph.invoke({"messages": []}, cfg)
+    assert [d.data["n"] for d in out["guard_log"]] == list(range(251, 301))
+    # time travel reconstructs the window as it was at that step
+    at_100 = next(s for s in graph.get_state_history(cfg) if s.metadata["step"] == 100)
+    assert [d.data["n"] for d in at_100.values["guard_log"]] == list(range(51, 101))
+    # checkpoints between snapshots hold no copy of the log: step 290 weighs what step 20 does
+    conn = sqlite3.connect(str(db))
+    sizes = {
+        json.loads(meta)["step"]: len(blob)
+        for blob, meta in conn.execute("SELECT checkpoint, metadata FROM checkpoints")
+    }
+    assert sizes[290] <= sizes[20] + 64
+    assert sizes[290] < 2000
+
+
+def test_delta_log_equals_keep_last_on_every_batching() -> None:
+    channel = delta_log(3)
+    reduce = keep_last(3)
+    batches = [[["a"]], [["b"], ["c", "d"]], [], [["e"]]]
+    state: list[str] = []
+    whole: list[str] = []
+    for batch in batches:
+        state = channel.reducer(state, batch)
+        for update in batch:
+            whole = reduce(whole, update)
+    assert state == whole == ["c", "d", "e"]
+    assert channel.reducer([], [u for b in batches for u in b]) == whole

@@ -1,0 +1,224 @@
+"""The reference graph: what the guards cost per run, and what a checkpoint weighs.
+
+1. Guard overhead: the same scripted plan (one tool call per step) on the guarded graph and
+   on the same graph built with ``Policies(guards=False)``, about 200 super-steps each, on
+   an InMemorySaver; median of several runs, reported as a ratio measured in one run.
+2. Checkpoint bytes per step on SQLite at super-step 10, 100 and 1000 of one long run:
+   the serialized checkpoint (every channel, as SqliteSaver stores it) and the part the
+   guard channels take. Flat means the run's length does not make each step heavier.
+3. Model calls until the run stops, guarded vs unguarded, for the looping scenarios.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from agent_guards import Budget, guard_serializer
+from agent_guards.testing import tool_call_message
+from graphs.plan_execute import Policies, build_graph
+from graphs.scenarios import SCENARIOS, RoleScript, run_baseline, run_scenario
+
+GUARD_CHANNELS = (
+    "guard_log",
+    "usage",
+    "plans",
+    "evidence",
+    "evidence_verdict",
+    "memory_verdict",
+    "goal",
+    "step_messages",
+    "context_pins",
+    "outcome",
+)
+
+
+@tool(response_format="content_and_artifact")
+def lookup(i: int) -> tuple[str, list[dict[str, Any]]]:
+    """Look up record i."""
+    return f"record {i % 5}", [
+        {"id": f"rec_{i % 5}", "claim_key": "records", "value": "ok", "source_type": "official"}
+    ]
+
+
+def _agent_reply(messages: list[BaseMessage]) -> Any:
+    found = re.search(r"Step s(\d+):", "\n".join(str(m.content) for m in messages))
+    return tool_call_message("lookup", {"i": int(found.group(1)) if found else 0})
+
+
+def long_plan(steps: int) -> RoleScript:
+    """A plan of ``steps`` steps, each one tool call then "done"; review always continues."""
+    plan = {
+        "steps": [
+            {
+                "id": f"s{i}",
+                "description": f"look up record {i}",
+                "tool": "lookup",
+                "args": {"i": i},
+            }
+            for i in range(1, steps + 1)
+        ],
+        "reason": "bench",
+    }
+    return RoleScript(
+        parse_goal=[json.dumps({"intent": "audit", "dimensions": ["records"]})],
+        plan=[json.dumps(plan)],
+        agent={"*": [_agent_reply, "done"]},
+        review=[json.dumps({"action": "continue"})],
+    )
+
+
+def _policies(guards: bool, steps: int) -> Policies:
+    budget = Budget(max_steps=steps * 10, max_tool_calls=steps * 2, max_model_calls=steps * 4)
+    return Policies(guards=guards, budget=budget)
+
+
+def _run(guards: bool, plan_steps: int, checkpointer: Any = None, thread: str = "b") -> int:
+    graph = build_graph(
+        long_plan(plan_steps).model(),
+        [lookup],
+        policies=_policies(guards, plan_steps),
+        checkpointer=checkpointer,
+    )
+    config: dict[str, Any] = {
+        "recursion_limit": 100_000,
+        "configurable": {"thread_id": thread, "agent_guards_now": "2026-06-01"},
+    }
+    steps = 0
+    for _ in graph.stream(
+        {"messages": [("user", "audit the records")]}, config, stream_mode="updates"
+    ):
+        steps += 1
+    return steps
+
+
+def guard_overhead(quick: bool) -> list[dict[str, Any]]:
+    plan_steps = 6 if quick else 22  # ~9 super-steps per plan step guarded, ~6 unguarded
+    repeats = 2 if quick else 5
+    times: dict[bool, list[float]] = {True: [], False: []}
+    supersteps: dict[bool, int] = {}
+    for r in range(repeats):
+        for guards in (False, True):
+            start = time.perf_counter()
+            supersteps[guards] = _run(guards, plan_steps, InMemorySaver(), thread=f"{guards}-{r}")
+            times[guards].append(time.perf_counter() - start)
+    on, off = statistics.median(times[True]), statistics.median(times[False])
+    return [
+        {
+            "name": f"reference graph, guards on ({supersteps[True]} super-steps)",
+            "value": round(on * 1e3, 1),
+            "unit": "ms",
+            "note": f"{plan_steps} plan steps, InMemorySaver, median of {repeats}",
+        },
+        {
+            "name": f"reference graph, guards off ({supersteps[False]} super-steps)",
+            "value": round(off * 1e3, 1),
+            "unit": "ms",
+            "note": "Policies(guards=False), same script",
+        },
+        {
+            "name": "guard overhead per run: guards on / off",
+            "value": round(on / off, 2),
+            "unit": "x",
+            "note": "includes the extra guard nodes (context_guard, planner_gate, evidence_resolve)",
+        },
+        {
+            "name": "guard overhead per super-step: on / off",
+            "value": round((on / supersteps[True]) / (off / supersteps[False]), 2),
+            "unit": "x",
+            "note": "time per super-step, guarded vs unguarded",
+        },
+    ]
+
+
+def _bytes_per_step(db: Path, thread: str) -> dict[int, int]:
+    """Bytes SqliteSaver wrote for each super-step: the checkpoint row plus its writes."""
+    conn = sqlite3.connect(str(db))
+    writes = dict(
+        conn.execute(
+            "SELECT checkpoint_id, SUM(LENGTH(value)) FROM writes WHERE thread_id = ? GROUP BY checkpoint_id",
+            (thread,),
+        ).fetchall()
+    )
+    out: dict[int, int] = {}
+    for checkpoint_id, checkpoint, metadata in conn.execute(
+        "SELECT checkpoint_id, checkpoint, metadata FROM checkpoints WHERE thread_id = ?", (thread,)
+    ):
+        step = json.loads(metadata).get("step")
+        if isinstance(step, int) and step >= 0:
+            out[step] = len(checkpoint) + len(metadata) + int(writes.get(checkpoint_id) or 0)
+    conn.close()
+    return out
+
+
+def checkpoint_growth(quick: bool) -> list[dict[str, Any]]:
+    """Mean bytes written per super-step in a window of 10 steps ending at 10, 100, 1000."""
+    at = (10, 100) if quick else (10, 100, 1000)
+    plan_steps = 14 if quick else 115  # ~9 super-steps per plan step
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "cp.sqlite"
+        conn = sqlite3.connect(str(db), check_same_thread=False)
+        total = _run(True, plan_steps, SqliteSaver(conn, serde=guard_serializer()), thread="long")
+        conn.close()
+        per_step = _bytes_per_step(db, "long")
+    mean = {s: statistics.mean(per_step[i] for i in range(s - 9, s + 1)) for s in at}
+    rows = [
+        {
+            "name": f"bytes written per super-step around step {s} (SQLite)",
+            "value": round(mean[s] / 1024, 1),
+            "unit": "KB",
+            "note": f"mean of steps {s - 9}-{s}; run of {total} super-steps, {plan_steps}-step plan",
+        }
+        for s in at
+    ]
+    rows.append(
+        {
+            "name": f"bytes per super-step, step {at[-1]} / step {at[0]}",
+            "value": round(mean[at[-1]] / mean[at[0]], 2),
+            "unit": "x",
+            "note": "~1 = flat; guard_log is a delta channel, the plan (~0.3 KB/step) is rewritten",
+        }
+    )
+    return rows
+
+
+def looping_scenarios(quick: bool) -> list[dict[str, Any]]:
+    rows = []
+    names = (
+        ("duplicate_tool_call",)
+        if quick
+        else ("planner_loop", "duplicate_tool_call", "rate_limit_storm", "permission_denied")
+    )
+    for name in names:
+        scenario = SCENARIOS[name]
+        guarded = run_scenario(scenario, InMemorySaver(), None, thread_id=f"bench-{name}")
+        unguarded = run_baseline(scenario)
+        rows.append(
+            {
+                "name": f"{name}: model calls until stop, unguarded / guarded",
+                "value": round(unguarded.model_calls / max(guarded.model_calls, 1), 1),
+                "unit": "x",
+                "note": f"{guarded.model_calls} vs {unguarded.model_calls} ({unguarded.ended})",
+            }
+        )
+    return rows
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    return [*guard_overhead(quick), *checkpoint_growth(quick), *looping_scenarios(quick)]
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(row)
