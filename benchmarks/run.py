@@ -45,6 +45,39 @@ def run_all(*, quick: bool = False, only: list[str] | None = None) -> list[dict[
     return rows
 
 
+# The ratios the project reports (issue acceptance): (label, topic, row-name prefix).
+HEADLINES = (
+    ("guard overhead, reference graph (on / off)", "graph", "guard overhead per run"),
+    ("detect_loop, 10k / 100 messages", "loops", "detect_loop cost 10k / 100"),
+    ("resolve_evidence, 10k / 1k items", "evidence", "resolve_evidence growth 1,000 -> 10,000"),
+    ("fit_context, 10k / 1k messages", "context", "fit_context time, 10,000 / 1,000"),
+    ("checkpoint bytes per step, step 1000 / 10", "graph", "bytes per super-step, step 1000"),
+    ("model calls until stop, unguarded / guarded", "graph", ""),
+)
+
+
+def headlines(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The headline ratios, picked from the rows of one run."""
+    out = []
+    for label, topic, prefix in HEADLINES:
+        for r in rows:
+            if r["topic"] != topic or r["unit"] != "x" or not r["name"].startswith(prefix):
+                continue
+            if not prefix and "unguarded / guarded" not in r["name"]:
+                continue
+            name = label if prefix else f"{label}: {r['name'].split(':')[0]}"
+            out.append(
+                {
+                    "topic": "headline",
+                    "name": name,
+                    "value": r["value"],
+                    "unit": "x",
+                    "note": r.get("note", ""),
+                }
+            )
+    return out
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     header = f"{'topic':<10} {'benchmark':<58} {'value':>12}  unit  note"
     lines = [header, "-" * len(header)]
@@ -64,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default="bench-results.json", help="where to write results")
     args = parser.parse_args(argv)
     rows = run_all(quick=args.quick, only=args.only)
+    top = headlines(rows)
+    if top:
+        print(format_table(top) + "\n")
     print(format_table(rows))
     meta = {
         "python": platform.python_version(),
@@ -71,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    payload = {"meta": meta, "headlines": top, "rows": rows}
+    Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
     print(f"\nwrote {args.json}")
     return 0
 
