@@ -25,7 +25,7 @@ from ._context_steps import TokenCounter, make_counter
 from ._context_summary import SUMMARY_PROMPT, pin_message
 from ._context_types import GUARD, ContextPolicy, ContextVerdict
 from ._context_verdict import with_summary_text
-from ._node import guarded, invalid_input, stamp
+from ._node import graph_store, guarded, invalid_input, stamp
 from .errors import InvalidInputError
 from .types import GuardDecision, Verdict
 
@@ -37,15 +37,6 @@ Pin = Callable[[Mapping[str, Any]], Iterable[str | BaseMessage]]
 
 def _get(state: Any, key: str) -> Any:
     return state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
-
-
-def _runtime_store() -> BaseStore | None:
-    try:
-        from langgraph.config import get_store
-
-        return get_store()
-    except Exception:  # outside a graph, or Python 3.10 async: pass store= explicitly
-        return None
 
 
 def _messages_update(before: Sequence[BaseMessage], after: Sequence[BaseMessage]) -> list[Any]:
@@ -83,7 +74,7 @@ class ContextGuardNode:
             pins.extend(str(i) for i in _get(state, self.pinned_ids_key) or ())
         if self.pin is not None:
             pins.extend(self.pin(state))
-        store = self.store if self.store is not None else _runtime_store()
+        store = self.store if self.store is not None else graph_store(config)
         verdict = fit_context(
             messages,
             max_tokens=self.max_tokens,

@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from ._fields import to_identities
 from ._memory_core import GUARD, coerce_record, resolve_memory
 from ._memory_model import MemoryPolicy, MemoryRecord
-from ._node import LOG_KEY, invalid_input, stamp
+from ._node import LOG_KEY, graph_store, invalid_input, stamp
 from .errors import InvalidInputError
 from .memory_store import aload_memories, asave_memories, load_memories, save_memories
 from .types import now_from_config
@@ -30,12 +30,6 @@ __all__ = ["MemoryNode", "get_key"]
 def get_key(state: Any, key: str) -> Any:
     """``state[key]`` for dict states, ``state.key`` for object states (None when absent)."""
     return state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
-
-
-def _runtime_store(config: RunnableConfig) -> Any:
-    """The store the graph was compiled with, read from the node's config."""
-    runtime = (config.get("configurable") or {}).get("__pregel_runtime")
-    return getattr(runtime, "store", None)
 
 
 def fact_record(fact: Any, *, now: datetime, scope: str | None, field: str) -> MemoryRecord:
@@ -87,7 +81,7 @@ class MemoryNode:
             first = min(identities)
         elif identities:  # a list: the first identity is the user, the rest are groups
             first = next(iter(cast(Iterable[str], raw)))
-        store = self.store if self.store is not None else _runtime_store(config)
+        store = self.store if self.store is not None else graph_store(config)
         ns = tuple(self.namespace(first)) if first is not None and store is not None else None
         return _Context(identities, first, store, ns)
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.errors import GraphBubbleUp
+from langgraph.store.base import BaseStore
 
 from .errors import InvalidInputError
 from .tracing import attach_decision
@@ -24,6 +25,21 @@ from .types import GuardDecision, Verdict, now_from_config, step_from_config
 T = TypeVar("T")
 
 LOG_KEY = "guard_log"
+
+
+def graph_store(config: RunnableConfig | None) -> BaseStore | None:
+    """The store the running graph was compiled with, or None (outside a graph, no store).
+
+    ``langgraph.config.get_store()`` reads it from a context variable, which async code on
+    Python 3.10 does not propagate; the node's own config carries the same runtime.
+    """
+    try:
+        from langgraph.config import get_store
+
+        return get_store()
+    except Exception:  # not in a runnable context (or Python 3.10 async)
+        runtime = ((config or {}).get("configurable") or {}).get("__pregel_runtime")
+        return getattr(runtime, "store", None)
 
 
 def stamp(decision: GuardDecision, config: RunnableConfig | None) -> GuardDecision:
