@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import KW_ONLY, asdict, dataclass, field, fields
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from ._fields import to_confidence, to_datetime, to_finite, to_ids
+from ._fields import from_mapping, to_confidence, to_datetime, to_finite, to_ids
 from .errors import InvalidInputError
 from .types import GuardDecision, Verdict
 
@@ -157,17 +157,7 @@ class Evidence:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
         """Inverse of :meth:`to_dict`; unknown keys are rejected by name."""
-        known = {f.name for f in fields(cls)}
-        item = data.get("id") if isinstance(data.get("id"), str) else None
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise InvalidInputError(
-                f"unknown field(s) {unknown}; allowed: {sorted(known)}", item=item, field=unknown[0]
-            )
-        for required in ("id", "claim_key", "value"):
-            if required not in data:
-                raise InvalidInputError("is required", item=item, field=required)
-        return cls(**dict(data))
+        return from_mapping(cls, data)  # type: ignore[no-any-return]
 
     @classmethod
     def from_document(

@@ -13,25 +13,13 @@ Example:
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from .errors import InvalidInputError, ToolFailure
-
-if sys.version_info >= (3, 11):
-    from enum import StrEnum
-else:  # pragma: no cover - exercised on Python 3.10 only
-    from enum import Enum
-
-    class StrEnum(str, Enum):
-        """Backport of :class:`enum.StrEnum` (values are their own ``str``)."""
-
-        def __str__(self) -> str:
-            return str(self.value)
-
+from .types import StrEnum
 
 __all__ = [
     "ARTIFACT_KEY",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, fields
 from datetime import date, datetime, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from .errors import InvalidInputError
 
 __all__ = [
+    "from_mapping",
     "normalize_text",
     "normalize_value",
     "to_confidence",
@@ -170,3 +172,28 @@ def version_key(version: Any) -> tuple[tuple[int, Any], ...]:
         return ((0, version),)
     parts = _VERSION_PART.findall(normalize_text(version))
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts)
+
+
+def from_mapping(cls: type[Any], data: Any, *, key: str = "id", prefix: str = "") -> Any:
+    """``cls(**data)`` for a dataclass ``cls``, naming the item (``data[key]``) in every error.
+
+    Unknown keys and missing required fields are rejected by name; an instance of ``cls``
+    is returned as it is.
+    """
+    if isinstance(data, cls):
+        return data
+    if not isinstance(data, Mapping):
+        raise InvalidInputError(
+            f"expected a {cls.__name__} or a mapping, got {type(data).__name__}"
+        )
+    item = f"{prefix}{data[key]}" if key in data else None
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise InvalidInputError(
+            f"unknown key(s) {unknown}; allowed: {', '.join(known)}", item=item, field=unknown[0]
+        )
+    for f in fields(cls):
+        if f.name not in data and f.default is MISSING and f.default_factory is MISSING:
+            raise InvalidInputError(f"missing required key {f.name!r}", item=item, field=f.name)
+    return cls(**dict(data))

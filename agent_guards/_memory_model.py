@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import KW_ONLY, asdict, dataclass, field, fields
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from datetime import date, datetime
 from types import MappingProxyType
 from typing import Any, Literal
 
-from ._fields import normalize_value, to_confidence, to_datetime, to_ids
+from ._fields import from_mapping, normalize_value, to_confidence, to_datetime, to_ids
 from .errors import InvalidInputError, check_choice
 from .types import GuardDecision, Verdict
 
@@ -156,19 +156,7 @@ class MemoryRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MemoryRecord:
         """Inverse of :meth:`to_dict`; unknown keys are rejected by name."""
-        if not isinstance(data, Mapping):
-            raise InvalidInputError(f"must be a mapping, got {type(data).__name__}", field="record")
-        known = {f.name for f in fields(cls)}
-        item = data.get("id") if isinstance(data.get("id"), str) else None
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise InvalidInputError(
-                f"unknown field(s) {unknown}; allowed: {sorted(known)}", item=item, field=unknown[0]
-            )
-        for required in ("id", "key", "value"):
-            if required not in data:
-                raise InvalidInputError("is required", item=item, field=required)
-        return cls(**dict(data))
+        return from_mapping(cls, data)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, kw_only=True)

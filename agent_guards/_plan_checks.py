@@ -6,7 +6,6 @@ Each raises :class:`~agent_guards.errors.InvalidInputError` naming the item and 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import MISSING, fields
 from typing import Any
 
 from .errors import InvalidInputError
@@ -51,24 +50,3 @@ def _count(value: Any, *, item: str | None, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidInputError(f"must be an int >= 0, got {value!r}", item=item, field=name)
     return value
-
-
-def _from_dict(cls: type[Any], data: Any, *, key: str, prefix: str = "") -> Any:
-    """``cls(**data)`` for a mapping, naming the item (``data[key]``) in every error."""
-    if isinstance(data, cls):
-        return data
-    if not isinstance(data, Mapping):
-        raise InvalidInputError(
-            f"expected a {cls.__name__} or a mapping, got {type(data).__name__}"
-        )
-    item = f"{prefix}{data[key]}" if key in data else None
-    known = [f.name for f in fields(cls)]
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise InvalidInputError(
-            f"unknown key(s) {unknown}; allowed: {', '.join(known)}", item=item, field=unknown[0]
-        )
-    for f in fields(cls):
-        if f.name not in data and f.default is MISSING and f.default_factory is MISSING:
-            raise InvalidInputError(f"missing required key {f.name!r}", item=item, field=f.name)
-    return cls(**dict(data))

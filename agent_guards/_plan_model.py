@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
-from ._plan_checks import _count, _enum, _from_dict, _strs, _text
+from ._fields import from_mapping
+from ._plan_checks import _count, _enum, _strs, _text
 from .errors import InvalidInputError
 from .types import StrEnum
 
@@ -164,7 +165,7 @@ class PlanStep:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | PlanStep) -> PlanStep:
         """Build from a mapping (e.g. a model's structured output); unknown keys are rejected."""
-        return _from_dict(cls, data, key="id")  # type: ignore[no-any-return]
+        return from_mapping(cls, data, key="id")  # type: ignore[no-any-return]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (enums as strings, tuples as lists)."""
@@ -261,7 +262,7 @@ class PlanVersion:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | PlanVersion) -> PlanVersion:
         """Build from a mapping; steps may be mappings too. Unknown keys are rejected."""
-        return _from_dict(cls, data, key="version", prefix="v")  # type: ignore[no-any-return]
+        return from_mapping(cls, data, key="version", prefix="v")  # type: ignore[no-any-return]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
