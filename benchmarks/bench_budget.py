@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
 from agent_guards.budget import Budget
 from agent_guards.types import merge_usage
-
-
-def _per_call_us(fn: Callable[[], Any], n: int, repeats: int = 5) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - start) / n * 1e6)
-    return statistics.median(samples)
+from benchmarks._timing import median_us
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
@@ -29,9 +17,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     cond = budget.stop_condition()
     assert cond is not None
     state = {"usage": {"steps": 10, "tool_calls": 5, "model_calls": 7, "tokens": 900}}
-    check = _per_call_us(lambda: cond(state), n)
-    merge = _per_call_us(lambda: merge_usage(state["usage"], {"steps": 1, "tool_calls": 1}), n)
-    empty = _per_call_us(lambda: None, n)
+    check = median_us(lambda: cond(state), calls=n)
+    merge = median_us(lambda: merge_usage(state["usage"], {"steps": 1, "tool_calls": 1}), calls=n)
+    empty = median_us(lambda: None, calls=n)
     return [
         {
             "name": "budget check, 5 limits (per call)",

@@ -5,9 +5,6 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import statistics
-import time
-from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -15,6 +12,7 @@ from langgraph.graph import END, START, StateGraph
 
 from agent_guards._node import runnable
 from agent_guards.evidence import Evidence, EvidenceState, create_evidence_resolve, resolve_evidence
+from benchmarks._timing import median_us
 
 DAY0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 SOURCES = ["official", "internal", "memory", "forum"]
@@ -43,16 +41,6 @@ def make_items(n: int, seed: int = 7) -> list[Evidence]:
     ]
 
 
-def _median_us(fn: Callable[[], Any], *, calls: int, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(samples)
-
-
 def _noop(state: Any, config: Any) -> dict[str, Any]:
     return {}
 
@@ -73,7 +61,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         items = make_items(n)
         calls = max(1, (200 if quick else 2_000) // n)
         repeats = 3 if quick else 5
-        per_call[n] = _median_us(
+        per_call[n] = median_us(
             lambda items=items: resolve_evidence(items, principal="staff"),
             calls=calls,
             repeats=repeats,
@@ -104,9 +92,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     wrapped = _graph(runnable("empty", _noop))
     guard = _graph(create_evidence_resolve())
     calls, repeats = (20, 3) if quick else (300, 5)
-    t_empty = _median_us(lambda: empty.invoke(state, config), calls=calls, repeats=repeats)
-    t_wrapped = _median_us(lambda: wrapped.invoke(state, config), calls=calls, repeats=repeats)
-    t_guard = _median_us(lambda: guard.invoke(state, config), calls=calls, repeats=repeats)
+    t_empty = median_us(lambda: empty.invoke(state, config), calls=calls, repeats=repeats)
+    t_wrapped = median_us(lambda: wrapped.invoke(state, config), calls=calls, repeats=repeats)
+    t_guard = median_us(lambda: guard.invoke(state, config), calls=calls, repeats=repeats)
     rows += [
         {
             "name": "graph step: empty node (10 evidence items in state)",

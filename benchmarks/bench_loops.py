@@ -13,9 +13,7 @@
 
 from __future__ import annotations
 
-import statistics
 import time
-from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -27,6 +25,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from agent_guards._history import _result_digest
 from agent_guards.loops import LoopState, ToolCallGuard, add_loop_check, detect_loop
 from agent_guards.testing import ScriptedChatModel, tool_call_message
+from benchmarks._timing import median_us
 
 SIZES = (10, 100, 1_000, 10_000)
 UNGUARDED_LIMIT = 500
@@ -48,16 +47,6 @@ def _history(n: int) -> list[BaseMessage]:
         )
         i += 1
     return out[:n]
-
-
-def _median_us(fn: Callable[[], Any], repeats: int, inner: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        samples.append((time.perf_counter() - start) / inner * 1e6)
-    return statistics.median(samples)
 
 
 def _looping_model() -> ScriptedChatModel:
@@ -105,7 +94,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     cost: dict[int, float] = {}
     for n in SIZES:
         history = _history(n)
-        cost[n] = _median_us(lambda h=history: detect_loop(h), repeats, inner)  # type: ignore[misc]
+        cost[n] = median_us(lambda h=history: detect_loop(h), calls=inner, repeats=repeats)  # type: ignore[misc]
         rows.append(
             {
                 "name": f"detect_loop on {n:,} messages",
@@ -123,7 +112,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     rows.append(
         {
             "name": "detect_loop on 10,000 messages, cold",
-            "value": round(_median_us(cold, repeats, inner), 1),
+            "value": round(median_us(cold, calls=inner, repeats=repeats), 1),
             "unit": "us",
             "note": "result-normalization memo cleared before each call",
         }

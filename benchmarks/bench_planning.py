@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from agent_guards.planning import PlanVersion, gate_plan, plan_similarity
+from benchmarks._timing import median_us
 
 WORDS = ["收集资料", "分析竞品价格", "对比功能", "确认需求", "输出报告", "search docs", "summarize"]
 
@@ -32,22 +30,12 @@ def _versions(n_versions: int, n_steps: int) -> list[PlanVersion]:
     return out
 
 
-def _per_call_us(fn: Callable[[], Any], n: int, repeats: int = 5) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - start) / n * 1e6)
-    return statistics.median(samples)
-
-
 def run(quick: bool = False) -> list[dict[str, Any]]:
     n = 50 if quick else 500
     small, large = _versions(3, 5), _versions(10, 20)
-    t_small = _per_call_us(lambda: gate_plan(small, observations=1), n)
-    t_large = _per_call_us(lambda: gate_plan(large, observations=1), max(5, n // 10))
-    t_sim = _per_call_us(lambda: plan_similarity(large[0], large[1]), n)
+    t_small = median_us(lambda: gate_plan(small, observations=1), calls=n)
+    t_large = median_us(lambda: gate_plan(large, observations=1), calls=max(5, n // 10))
+    t_sim = median_us(lambda: plan_similarity(large[0], large[1]), calls=n)
     serde = JsonPlusSerializer()
     kb = len(serde.dumps_typed(large)[1]) / 1024
     kb_small = len(serde.dumps_typed(small)[1]) / 1024
