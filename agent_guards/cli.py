@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_delegate("demo", "replay_main"))
 
+    p = sub.add_parser("eval", help="eval slices, regression gate, drafts from threads, RAMDocs")
+    _eval_cli().configure(p)
+    p.set_defaults(func=lambda args: _eval_cli().main(args))
     return parser
 
 
