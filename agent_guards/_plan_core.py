@@ -281,7 +281,10 @@ def gate_plan(
                     dropped=new,
                     blocked=pol.on_blocked,
                 )
-            if similar_to is not None and best >= pol.similarity_threshold:
+            # New user input is authoritative: "Hangzhou instead of Shanghai" changes two
+            # characters of a plan and everything about it, so similarity cannot judge it.
+            user_changed = new.trigger is PlanTrigger.USER_INPUT
+            if similar_to is not None and best >= pol.similarity_threshold and not user_changed:
                 return _run_plan(
                     ctx,
                     current,

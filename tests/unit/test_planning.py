@@ -138,6 +138,9 @@ TRUTH_TABLE = [
     # plan similarity: a rephrased plan is the same plan
     row("rephrased", [V1, plan(2, REPHRASED, "execution_feedback")], "execute", "same_plan", ("v1",), observations=1),
     row("rephrased-blocked", [V1_BLOCKED, plan(2, REPHRASED, "execution_feedback")], "clarify", "same_plan", executed_steps=1),
+    # ...but new user input is authoritative: a two-character change of city is a new plan
+    row("user-changed-city", [plan(1, ["查询下周北京到上海高铁", "筛选上午出发", "生成推荐"]), plan(2, ["查询下周北京到杭州高铁", "筛选上午出发", "生成推荐"], "user_input")], "replan", "user_input", ("v2",), observations=1),
+    row("user-rephrased", [V1, plan(2, REPHRASED, "user_input")], "replan", "user_input", ("v2",), observations=1),
     row("back-to-an-old-plan", [V1, plan(2, OTHER, "execution_feedback", status="accepted", observed=1), plan(3, REPHRASED, "execution_feedback")], "execute", "same_plan", ("v2",), observations=1),
     row("rephrased-under-a-strict-threshold", [V1, plan(2, REPHRASED, "execution_feedback")], "replan", "execution_feedback", ("v2",), policy=PlannerPolicy(similarity_threshold=0.95), observations=1),
     # the new version itself must be runnable
