@@ -84,7 +84,8 @@ class LoopPolicy:
     no_reuse_tools: frozenset[str] = frozenset()
     """Tools whose results go stale (clocks, live prices): always executed, never reused."""
     exempt_tools: frozenset[str] = frozenset()
-    """Tools left out of loop counting altogether (pollers waiting on a job)."""
+    """Tools left out of loop counting altogether (pollers waiting on a job); always
+    executed, never answered from an earlier result."""
     guard_names: frozenset[str] = DEFAULT_GUARD_NAMES
     """``name`` of guard-added messages: never counted, never a reset."""
     name: str = "LoopPolicy"

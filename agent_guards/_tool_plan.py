@@ -89,7 +89,9 @@ def _plan(
         prior = tuple(a for a in actions if a.ai_position < position)
     if existing is not None:
         return _plan_retry(call, existing, prior, retry)
-    if loop is None or not loop.reuse_results or call["name"] in loop.no_reuse_tools:
+    # a poller exempt from loop counting must really run again, so it is never reused either
+    never_reuse = loop is not None and call["name"] in loop.no_reuse_tools | loop.exempt_tools
+    if loop is None or not loop.reuse_results or never_reuse:
         return Plan("execute", prior=prior)
     keys = loop.ignore_arg_keys
     signature = call_signature(call["name"], call.get("args"), ignore_keys=keys)

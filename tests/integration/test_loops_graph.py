@@ -149,6 +149,19 @@ def test_a_stale_tool_is_executed_each_time_but_still_stopped() -> None:
     assert out["usage"]["tool_calls"] == 3
 
 
+def test_an_exempt_poller_really_runs_each_time() -> None:
+    """A poller is left out of loop counting, so it must not be answered from a cached result."""
+    counter = Counter()
+    policy = LoopPolicy(exempt_tools=frozenset({"clock"}))
+    script = [tool_call_message("clock", {}) for _ in range(4)] + ["The job finished."]
+    out = build(ScriptedChatModel(script=script), make_tools(counter), policy=policy).invoke(
+        {"messages": [HumanMessage("wait for the job")]}, LIMIT
+    )
+    assert len(counter.calls) == 4
+    assert not [d for d in out["guard_log"] if d.verdict in (Verdict.REUSE, Verdict.STOP)]
+    assert out["messages"][-1].content == "The job finished."
+
+
 def test_a_failing_call_repeated_is_stopped_as_repeated_failure() -> None:
     @tool
     def flaky(q: str) -> str:
