@@ -186,7 +186,11 @@ def gate_plan(
     executed = _count(executed_steps, item=None, name="executed_steps")
     observed = _count(observations, item=None, name="observations")
     new = plans[-1]
-    replans = sum(1 for v in plans if v.trigger is not PlanTrigger.INITIAL)
+    # The replan budget is per goal: new user input starts it again (the thread's Budget,
+    # which never resets, bounds the total).
+    fresh = (PlanTrigger.INITIAL, PlanTrigger.USER_INPUT)
+    anchor = max((i for i, v in enumerate(plans) if v.trigger in fresh), default=0)
+    replans = sum(1 for v in plans[anchor:] if v.trigger is not PlanTrigger.INITIAL)
     data: dict[str, Any] = {
         "proposed": new.version,
         "replans": replans,

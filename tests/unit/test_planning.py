@@ -150,8 +150,11 @@ TRUTH_TABLE = [
     row("new-already-complete", [V1, plan(2, OTHER, "user_input", marks={"s1": "done", "s2": "done", "s3": "skipped"})], "stop", "plan_complete", ("v2",), observations=1),
     row("no-plan-in-force", [plan(1, [], status="rejected"), plan(2, OTHER, "user_input")], "replan", "user_input", ("v2",), observations=1),
     # replan budget (default: 2 revisions after the initial plan)
-    row("budget-spent-current-runnable", [V1, plan(2, OTHER, "user_input", **ONCE_EACH), plan(3, OTHER, "user_input", **ONCE_EACH), plan(4, SEED_V3, "user_input")], "execute", "replan_budget", ("v1",), observations=1),
-    row("budget-spent-current-blocked", [V1_BLOCKED, plan(2, OTHER, "user_input", **ONCE_EACH), plan(3, OTHER, "user_input", **ONCE_EACH), plan(4, SEED_V3, "execution_feedback")], "stop", "replan_budget", executed_steps=1),
+    row("budget-spent-current-runnable", [V1, plan(2, OTHER, "execution_feedback", **ONCE_EACH), plan(3, OTHER, "execution_feedback", **ONCE_EACH), plan(4, SEED_V3, "execution_feedback")], "execute", "replan_budget", ("v1",), observations=1),
+    row("budget-spent-current-blocked", [V1_BLOCKED, plan(2, OTHER, "execution_feedback", **ONCE_EACH), plan(3, OTHER, "execution_feedback", **ONCE_EACH), plan(4, SEED_V3, "execution_feedback")], "stop", "replan_budget", executed_steps=1),
+    # the replan budget is per goal: new user input starts it again (the thread's Budget does not)
+    row("user-input-restarts-budget", [V1, plan(2, OTHER, "execution_feedback", **ONCE_EACH), plan(3, OTHER, "execution_feedback", **ONCE_EACH), plan(4, SEED_V3, "user_input")], "replan", "user_input", ("v4",), observations=1),
+    row("budget-after-user-input", [V1, plan(2, OTHER, "user_input", **ONCE_EACH), plan(3, OTHER, "execution_feedback", **ONCE_EACH), plan(4, SEED_V2, "execution_feedback", **ONCE_EACH), plan(5, SEED_V3, "execution_feedback")], "execute", "replan_budget", ("v1",), observations=1),
     row("budget-spent-escalate", [V1_BLOCKED, plan(2, OTHER, "user_input")], "escalate", "replan_budget", policy=PlannerPolicy(max_replans=0, on_budget_exhausted="escalate"), observations=1),
     row("budget-zero", [V1, plan(2, OTHER, "user_input")], "execute", "replan_budget", ("v1",), policy=PlannerPolicy(max_replans=0), observations=1),
     # the goal layer: a missing required constraint comes first
@@ -618,7 +621,11 @@ def test_gate_laws(
     if d.verdict is Verdict.REPLAN:
         assert executed + observed > 0, "a replan with nothing new is never accepted"
         assert trigger != "critique", "a critique alone never replaces the plan"
-        assert len(versions) - 1 <= PlannerPolicy().max_replans, "the budget is never exceeded"
+        since_user = max(
+            i for i, v in enumerate(versions) if v.trigger.value in ("initial", "user_input")
+        )
+        revisions = [v for v in versions[since_user:] if v.trigger.value != "initial"]
+        assert len(revisions) <= PlannerPolicy().max_replans, "the budget is never exceeded"
         assert d.selected_ids == (versions[-1].id,)
     if d.verdict is Verdict.EXECUTE:
         assert d.selected_ids and d.data["next_step"] is not None
