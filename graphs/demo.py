@@ -183,16 +183,38 @@ def history_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _original_end(graph: Any, thread: str, checkpoint: str) -> dict[str, Any]:
+    """The state at which the run that first went on from ``checkpoint`` ended.
+
+    Earlier replays fork the thread, so its latest state may be a fork's (or a later
+    turn's): follow the oldest child from ``checkpoint`` to the first checkpoint with
+    nothing left to run (or a pause), the end of the original run.
+    """
+    children: dict[str, list[str]] = {}
+    snaps: dict[str, Any] = {}
+    for snap in graph.get_state_history({"configurable": {"thread_id": thread}}):
+        cid = snap.config["configurable"]["checkpoint_id"]
+        snaps[cid] = snap
+        if snap.parent_config:
+            parent = snap.parent_config["configurable"]["checkpoint_id"]
+            children.setdefault(parent, []).append(cid)
+    node = checkpoint
+    while children.get(node) and (
+        node == checkpoint or (snaps[node].next and not snaps[node].interrupts)
+    ):
+        node = min(children[node])  # checkpoint ids sort by creation time
+    return dict(snaps[node].values) if node in snaps else {}
+
+
 def replay_main(args: argparse.Namespace) -> int:
     """``agent-guards replay THREAD --checkpoint ID``: re-run from a checkpoint on a fork, diff."""
     with open_persistence(args.db) as (checkpointer, store):
         graph = _graph_for(args.thread, checkpointer, store)
-        base = {"configurable": {"thread_id": args.thread}}
-        original = graph.get_state(base).values.get("guard_log") or []
         past = {"configurable": {"thread_id": args.thread, "checkpoint_id": args.checkpoint}}
         snapshot = graph.get_state(past)
         if not snapshot.values and not snapshot.next:
             raise SystemExit(f"no checkpoint {args.checkpoint!r} in thread {args.thread!r}")
+        original = _original_end(graph, args.thread, args.checkpoint).get("guard_log") or []
         before = len(snapshot.values.get("guard_log") or [])
         scenario = SCENARIOS[_scenario_of(args.thread)]
         config = scenario_config(scenario, args.thread, checkpoint_id=args.checkpoint)

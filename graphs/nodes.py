@@ -81,7 +81,10 @@ class Nodes:
             return None
         return self.pol.budget.check(state, now_from_config(config))
 
-    def parse_goal(self, state: PlanExecuteState) -> Command[Any]:
+    def parse_goal(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
+        if (reason := self.over_budget(state, config)) is not None:
+            # a later turn (or a retry) on a thread whose budget is spent: no new model call
+            return Command(goto="respond", update={"outcome": _stopped(reason)})
         text = last_human(state["messages"])
         spec = self.goal_model.invoke([SystemMessage(PARSE_PROMPT), HumanMessage(text)])
         goal = Goal(
@@ -97,6 +100,8 @@ class Nodes:
             "usage": {"model_calls": 1, "steps": 1},
             **progress_update(observations=1),
         }
+        if state.get("plans"):  # a new turn on this thread: its plan answers user input
+            update["replan_trigger"] = "user_input"
         if self.pol.guards and goal.missing():
             update["outcome"] = {
                 "route": "clarify",
@@ -159,19 +164,22 @@ class Nodes:
         goto = "tools" if isinstance(reply, AIMessage) and reply.tool_calls else "record_step"
         return Command(goto=goto, update={"step_messages": [reply], "usage": usage_of(reply)})
 
-    def record_step(self, state: PlanExecuteState) -> Command[Any]:
+    def record_step(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
         current = current_plan(state.get("plans") or [])
         step_id = state.get("current_step")
         messages = state.get("step_messages") or []
         results = [m for m in messages if isinstance(m, ToolMessage)]
         found = evidence_from_messages(results)
         if self.pol.guards:
-            found = flag_evidence(found)
+            # evidence the caller may not see never enters the state (DESIGN: permission first)
+            who = _identities(config)
+            found = flag_evidence([e for e in found if e.visible_to(who)])
         status, note, route = step_outcome(messages, self.pol.retry)
         update: dict[str, Any] = {
             "evidence": found,
             "current_step": None,
-            "usage": {"steps": 1},
+            # no step counted here: bookkeeping of a step already counted (and checked) by
+            # start_step, so usage["steps"] never passes Budget.max_steps
             **progress_update(executed=1, observations=len(results)),
         }
         if current is not None and step_id:
@@ -233,6 +241,14 @@ class Nodes:
         outcome["human"] = answer
         reply = AIMessage(f"A reviewer decided: {answer}", name="escalate")
         return {"outcome": outcome, "messages": [reply]}
+
+
+def _identities(config: RunnableConfig) -> frozenset[str]:
+    """The run's principal (``configurable["principal"]``: a string or several), as ids."""
+    principal = (config.get("configurable") or {}).get("principal")
+    if principal is None:
+        return frozenset()
+    return frozenset([principal] if isinstance(principal, str) else map(str, principal))
 
 
 def _stopped(reason: StopReason) -> dict[str, Any]:

@@ -43,7 +43,9 @@ def step_outcome(
 
 
 def _last_decision(state: Mapping[str, Any]) -> GuardDecision | None:
-    log = state.get("guard_log") or []
+    """The newest decision before evidence_resolve's: the planner gate routes STOP (and so
+    a cancel or a rejected approval) through evidence_resolve, which logs after it."""
+    log = [d for d in state.get("guard_log") or [] if d.guard != "evidence_resolve"]
     return log[-1] if log else None
 
 

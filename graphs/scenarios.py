@@ -67,7 +67,9 @@ class RoleScript:
     assistant turns in the step so far (replies may be a dict keyed by step id), for
     ``review`` the number of finished steps, for ``plan`` the number of plan versions.
     The last reply repeats (a model that keeps doing the same thing). ``calls`` counts
-    invocations, for the cost comparison only.
+    invocations, for the cost comparison only. Tool calls whose id came from
+    ``tool_call_message``'s process-wide counter get an id made from the step and the turn
+    instead (``call_s1_0``), so a replay in another process asks for the same call ids.
     """
 
     def __init__(self, **replies: Sequence[Any] | Mapping[str, Sequence[Any]]) -> None:
@@ -97,16 +99,34 @@ class RoleScript:
         self.calls += 1
         role = self.role_of(messages)
         items = self.replies.get(role)
+        step = re.search(r"Step (\S+):", "\n".join(str(m.content) for m in messages))
         if isinstance(items, Mapping):
-            step = re.search(r"Step (\S+):", "\n".join(str(m.content) for m in messages))
             items = items.get(step.group(1) if step else "", items.get("*", ()))
         if not items:
             raise KeyError(f"RoleScript has no replies for role {role!r}")
-        reply = items[min(self.turn(role, messages), len(items) - 1)]
-        return reply(messages) if callable(reply) else reply
+        turn = self.turn(role, messages)
+        reply = items[min(turn, len(items) - 1)]
+        reply = reply(messages) if callable(reply) else reply
+        return _stable_call_ids(reply, f"{step.group(1) if step else role}_{turn}")
 
     def model(self) -> ScriptedChatModel:
         return ScriptedChatModel(script=[self], repeat_last=True)
+
+
+_COUNTER_ID = re.compile(r"call_\d+")
+
+
+def _stable_call_ids(reply: Any, where: str) -> Any:
+    """``reply`` with counter-made tool call ids replaced by ``call_<step>_<turn>[_k]``."""
+    if not isinstance(reply, AIMessage) or not reply.tool_calls:
+        return reply
+    calls = [
+        {**call, "id": f"call_{where}" + (f"_{k}" if k else "")}
+        if _COUNTER_ID.fullmatch(str(call.get("id") or ""))
+        else call
+        for k, call in enumerate(reply.tool_calls)
+    ]
+    return reply.model_copy(update={"tool_calls": calls})
 
 
 def _doc(id: str, claim: str, value: Any, **meta: Any) -> dict[str, Any]:

@@ -76,7 +76,9 @@ def test_decision_round_trips_through_json() -> None:
 
 def test_decision_equality_ignores_where_and_when_only() -> None:
     a = GuardDecision(guard="g", verdict="stop", reason="r", at="2026-01-01T00:00:00", step=3)
-    assert a == GuardDecision(guard="g", verdict="stop", reason="r", at="2027-01-01T00:00:00", step=4)
+    assert a == GuardDecision(
+        guard="g", verdict="stop", reason="r", at="2027-01-01T00:00:00", step=4
+    )
     assert a != GuardDecision(guard="g", verdict="stop", reason="other")
     assert a != GuardDecision(guard="g", verdict="nudge", reason="r")
     assert a != GuardDecision(guard="g", verdict="stop", reason="r", selected_ids=["x"])

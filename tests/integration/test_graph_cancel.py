@@ -1,0 +1,203 @@
+"""Approval and cancel on the reference graph (seed 002's cancel protocol).
+
+A high-risk step pauses in planner_gate (``interrupt``); ``Command(resume=True)`` runs it;
+``Command(resume={"cancel": ...})`` stops new calls, runs the compensation hooks of the
+completed side-effect steps, and records the cancelled run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+from langgraph.types import Command
+
+from agent_guards import GuardDecision, PlanStep, StepStatus
+from graphs.plan_execute import build_graph
+from graphs.scenarios import scenario_config
+from tests.integration._reference import (
+    CONFLICT,
+    async_persistence,
+    calls_logged,
+    graph_for,
+    payment_scenario,
+    payment_tools,
+    persistence,
+)
+
+
+class Undo:
+    """A compensation hook that records the steps it undid."""
+
+    def __init__(self) -> None:
+        self.undone: list[PlanStep] = []
+
+    def __call__(self, step: PlanStep) -> str:
+        self.undone.append(step)
+        return f"deleted the draft made by {step.id}"
+
+
+def _pause(graph: Any, config: Any, message: str) -> dict[str, Any]:
+    paused = dict(graph.invoke({"messages": [("user", message)]}, config))
+    assert "__interrupt__" in paused
+    return paused
+
+
+def _gate(log: list[GuardDecision]) -> list[tuple[str, str, tuple[str, ...]]]:
+    return [(d.verdict.value, d.reason, d.dropped_ids) for d in log if d.guard == "planner_gate"]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_high_risk_step_pauses_before_it_runs(kind: str, tmp_path: Path) -> None:
+    scenario = payment_scenario(tmp_path, Undo())
+    with persistence(kind, tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        paused = _pause(graph, config, scenario.message)
+        snapshot = graph.get_state(config)
+    (question,) = paused["__interrupt__"]
+    assert question.value["type"] == "plan_step_approval"
+    assert question.value["step"]["id"] == "s2"
+    assert question.value["risk"] == "high"
+    assert snapshot.next == ("planner_gate",)
+    assert calls_logged(tmp_path) == ["create_draft"]
+    # the paused gate has not written yet: its decision is logged when the human answers
+    assert _gate(paused["guard_log"]) == [("execute", "initial_plan", ())]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_approval_runs_the_step(kind: str, tmp_path: Path) -> None:
+    undo = Undo()
+    scenario = payment_scenario(tmp_path, undo)
+    with persistence(kind, tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        _pause(graph, config, scenario.message)
+        done = graph.invoke(Command(resume={"approved": True, "by": "ops"}), config)
+    assert done["outcome"]["route"] == "answer"
+    assert done["outcome"]["cited"] == ["payment_7"]
+    assert calls_logged(tmp_path) == ["create_draft", "send_payment"]
+    assert undo.undone == []
+    assert ("execute", "approved", ()) in _gate(done["guard_log"])
+    step = done["plans"][-1].step("s2")
+    assert step.approved is True and step.status is StepStatus.DONE
+
+
+@pytest.mark.parametrize(
+    ("resume", "reason"),
+    [
+        ({"cancel": "user cancelled"}, "cancelled"),
+        ("reject", "approval_rejected"),
+        ({"approved": False, "by": "ops", "note": "too large"}, "approval_rejected"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_cancel_stops_new_calls_compensates_and_records(
+    kind: str, resume: Any, reason: str, tmp_path: Path
+) -> None:
+    undo = Undo()
+    scenario = payment_scenario(tmp_path, undo)
+    with persistence(kind, tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        paused = _pause(graph, config, scenario.message)
+        done = graph.invoke(Command(resume=resume), config)
+        assert graph.get_state(config).next == ()
+    outcome = done["outcome"]
+    assert outcome["route"] == "cancelled"
+    assert outcome["reason"] == reason
+    # no new model or tool call after the answer
+    assert done["usage"] == paused["usage"]
+    assert calls_logged(tmp_path) == ["create_draft"]
+    # the completed side effect was undone, once, and the record says so
+    assert [s.id for s in undo.undone] == ["s1"]
+    assert outcome["compensated"] == ["deleted the draft made by s1"]
+    assert "Undone: deleted the draft made by s1" in outcome["text"]
+    last = done["messages"][-1]
+    assert isinstance(last, AIMessage) and last.name == "respond"
+    assert last.content == outcome["text"]
+    # the decision is in guard_log, and the step is marked cancelled
+    assert _gate(done["guard_log"])[-1] == ("stop", reason, ("s2",))
+    assert done["plans"][-1].step("s2").status is StepStatus.CANCELLED
+    assert done["plans"][-1].step("s1").status is StepStatus.DONE
+
+
+def test_a_cancel_without_compensations_still_records_the_run(tmp_path: Path) -> None:
+    scenario = payment_scenario(tmp_path)  # no hooks registered
+    with persistence("memory", tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        _pause(graph, config, scenario.message)
+        done = graph.invoke(Command(resume={"cancel": "changed my mind"}), config)
+    assert done["outcome"]["route"] == "cancelled"
+    assert "compensated" not in done["outcome"]
+    assert "changed my mind" in done["outcome"]["text"]
+
+
+def test_another_worker_resumes_the_pause_from_sqlite(tmp_path: Path) -> None:
+    """The pause lives in the checkpoint: a fresh graph on the same file answers it."""
+    undo = Undo()
+    scenario = payment_scenario(tmp_path, undo)
+    config = scenario_config(scenario, "t")
+    with persistence("sqlite", tmp_path) as (saver, store):
+        _pause(graph_for(scenario, saver, store), config, scenario.message)
+    with persistence("sqlite", tmp_path) as (saver, store):
+        done = graph_for(scenario, saver, store).invoke(
+            Command(resume={"cancel": "user cancelled"}), config
+        )
+    assert done["outcome"]["route"] == "cancelled"
+    assert [s.id for s in undo.undone] == ["s1"]
+
+
+@pytest.mark.parametrize("resume", [True, {"cancel": "user cancelled"}])
+async def test_async_approval_and_cancel_match_sync(resume: Any, tmp_path: Path) -> None:
+    sync_dir, async_dir = tmp_path / "sync", tmp_path / "async"
+    sync_dir.mkdir()
+    async_dir.mkdir()
+    scenario = payment_scenario(sync_dir, Undo())
+    with persistence("memory", tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        _pause(graph, config, scenario.message)
+        synced = graph.invoke(Command(resume=resume), config)
+    scenario = payment_scenario(async_dir, Undo())
+    async with async_persistence("sqlite", tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        paused = await graph.ainvoke({"messages": [("user", scenario.message)]}, config)
+        assert "__interrupt__" in paused
+        done = await graph.ainvoke(Command(resume=resume), config)
+    assert done["outcome"] == synced["outcome"]
+    assert done["guard_log"] == synced["guard_log"]
+    assert done["usage"] == synced["usage"]
+    assert calls_logged(async_dir) == calls_logged(sync_dir)
+
+
+def test_compensations_for_unknown_tools_are_rejected_at_build_time() -> None:
+    scenario = payment_scenario()
+    with pytest.raises(ValueError, match=r"compensations for unknown tools \['refund'\]"):
+        build_graph(scenario.script().model(), payment_tools(), compensations={"refund": Undo()})
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_high_risk_conflict_escalates_to_a_reviewer(kind: str, tmp_path: Path) -> None:
+    """respond -> escalate interrupts; the reviewer's answer is recorded on resume."""
+    with persistence(kind, tmp_path) as (saver, store):
+        graph = graph_for(CONFLICT, saver, store)
+        config = scenario_config(CONFLICT, "t")
+        paused = _pause(graph, config, CONFLICT.message)
+        assert graph.get_state(config).next == ("escalate",)
+        done = graph.invoke(Command(resume="use doc_a"), config)
+    (question,) = paused["__interrupt__"]
+    assert question.value["type"] == "escalation"
+    assert question.value["reason"] == "close_call"
+    assert done["outcome"]["route"] == "escalate"
+    assert done["outcome"]["human"] == "use doc_a"
+    assert done["messages"][-1].content == "A reviewer decided: use doc_a"
+    evidence = [d for d in done["guard_log"] if d.guard == "evidence_resolve"]
+    assert (evidence[-1].verdict.value, set(evidence[-1].conflicting_ids)) == (
+        "escalate",
+        {"doc_a", "doc_b"},
+    )
+    assert done["usage"] == paused["usage"]
