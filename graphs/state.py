@@ -56,9 +56,11 @@ class Policies:
     benchmarks compare against. Never ship it.
     """
 
+    # Per thread, across turns: each turn's accepted plan counts as a replan (the gate's
+    # own per-goal replan budget is PlannerPolicy.max_replans).
     budget: Budget = field(
         default_factory=lambda: Budget(
-            max_steps=80, max_replans=2, max_tool_calls=30, max_model_calls=50
+            max_steps=120, max_replans=8, max_tool_calls=40, max_model_calls=80
         )
     )
     evidence: EvidencePolicy = field(default_factory=EvidencePolicy)
