@@ -265,7 +265,11 @@ def create_retry_finish(
     def finish(state: Any, config: RunnableConfig) -> dict[str, Any]:
         decision = _decide(state, config, policy, messages_key)
         messages = _messages(state, messages_key)
-        return {messages_key: finish_messages(decision, messages), "guard_log": [decision]}
+        log = (state.get("guard_log") if isinstance(state, dict) else None) or []
+        # ToolCallGuard already logged this failure's decision: record it once
+        logged = bool(log) and log[-1] == decision
+        update: dict[str, Any] = {messages_key: finish_messages(decision, messages)}
+        return update if logged else {**update, "guard_log": [decision]}
 
     return _node.runnable("retry_finish", finish)
 

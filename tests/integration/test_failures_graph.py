@@ -242,6 +242,8 @@ def test_permission_errors_are_never_retried(error: BaseException) -> None:
     )
     assert source.calls == 1 and waits == [] and len(model.calls) == 1
     assert out["guard_log"][-1].verdict is Verdict.REFUSE
+    refusals = [d for d in out["guard_log"] if d.verdict is Verdict.REFUSE]
+    assert len(refusals) == 1, "one failure, one decision (not one per node that saw it)"
     assert out["messages"][-1].name == "retry_router"
     assert "I won't retry it or try to work around it" in out["messages"][-1].content
 
