@@ -267,7 +267,13 @@ def create_retry_finish(
         messages = _messages(state, messages_key)
         log = (state.get("guard_log") if isinstance(state, dict) else None) or []
         # ToolCallGuard already logged this failure's decision: record it once
-        logged = bool(log) and log[-1] == decision
+        last = log[-1] if log else None
+        logged = isinstance(last, GuardDecision) and (
+            last.guard,
+            last.verdict,
+            last.reason,
+            last.selected_ids,
+        ) == (decision.guard, decision.verdict, decision.reason, decision.selected_ids)
         update: dict[str, Any] = {messages_key: finish_messages(decision, messages)}
         return update if logged else {**update, "guard_log": [decision]}
 

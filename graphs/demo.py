@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -117,7 +118,8 @@ def demo_main(args: argparse.Namespace) -> int:
         from langchain.chat_models import init_chat_model
 
         model = init_chat_model(args.model)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    # time-stamped for people, with a random tail so two runs never share a thread
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     print(
         f"agent-guards demo: checkpoints and store in {args.db}; "
         f"model: {args.model or 'scripted (no network)'}"

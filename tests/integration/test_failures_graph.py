@@ -179,10 +179,7 @@ def test_retries_run_out_then_fall_back() -> None:
         policy=policy,
     ).invoke({"messages": [HumanMessage("q")]}, cfg())
     assert source.calls == 3 and len(waits) == 2
-    assert routes(out)[-2:] == [
-        ("fallback", "retries_exhausted"),
-        ("fallback", "retries_exhausted"),
-    ]
+    assert routes(out)[-2:] == [("retry", "transient"), ("fallback", "retries_exhausted")]
     final = out["messages"][-1]
     assert (
         final.name == "retry_router"

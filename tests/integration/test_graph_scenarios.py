@@ -94,8 +94,7 @@ EXPECTED: dict[str, tuple[str, list[tuple[str, str, str]], int, int]] = {
         "refuse",
         [
             GATE,
-            ("retry_router", "refuse", "permission"),
-            ("retry_router", "refuse", "permission"),
+            ("retry_router", "refuse", "permission"),  # once: the finish node does not repeat it
         ],
         1,
         3,

@@ -14,7 +14,7 @@ Bash: each line of a ```bash block is checked.
   ``# exit status N`` comment names. A ```text block right after the bash block must match
   the output: exactly, except that ``...`` stands for any text (doctest's ELLIPSIS), and
   that thread and checkpoint ids shown in the README stand for the ones this run printed
-  (the demo stamps thread ids with the time; checkpoint ids are uuids).
+  (the demo stamps thread ids with the time and a random tail; checkpoint ids are uuids).
 * ``langgraph dev`` lines: ``langgraph.json`` names graphs that import.
 * ``pip install`` lines name extras that pyproject.toml declares.
 
@@ -33,7 +33,6 @@ import io
 import json
 import re
 import shlex
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +44,7 @@ README = ROOT / "README.md"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```[ \t]*$", re.S | re.M)
 
 # ids the demo prints: <scenario>-<yyyymmdd>-<hhmmss>, and checkpoint uuids (history rows)
-THREAD_ID = re.compile(r"\b([a-z][a-z0-9_]*)-(\d{8}-\d{6})\b")
+THREAD_ID = re.compile(r"\b([a-z][a-z0-9_]*)-(\d{8}-\d{6}-[0-9a-f]{4})\b")
 HISTORY_ROW = re.compile(
     r"^\s*(-?\d+)\s+([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b", re.M
 )
@@ -153,13 +152,6 @@ class IdMap:
         return out
 
 
-def _next_second() -> None:
-    """The demo names threads by the second it starts: never reuse one."""
-    start = int(time.time())
-    while int(time.time()) == start:
-        time.sleep(0.05)
-
-
 def run_cli(argv: list[str]) -> tuple[int, str]:
     from agent_guards.cli import main
 
@@ -232,8 +224,6 @@ def test_readme_bash_blocks(
                     assert target in targets, f"{where}: no target {target!r} in the Makefile"
             elif command.startswith("agent-guards "):
                 argv = _db(ids.argv(shlex.split(command)[1:], command), tmp_path, postgres)
-                if argv and argv[0] == "demo":
-                    _next_second()
                 status, out = run_cli(argv)
                 expected_status = int(m.group(1)) if (m := EXIT_NOTE.search(line)) else 0
                 assert status == expected_status, f"{where}: exit status {status}\n{out}"
