@@ -402,7 +402,10 @@ def _tools_records() -> list[BaseTool]:
     return [delete_records]
 
 
-STORM_RETRY = RetryRouterPolicy(backoff=Backoff(base_delay=0.01, max_delay=1.0, max_attempts=4))
+# Not the default policy, so it says so in every decision it makes (and in eval drafts).
+STORM_RETRY = RetryRouterPolicy(
+    backoff=Backoff(base_delay=0.01, max_delay=1.0, max_attempts=4), name="StormRetryPolicy"
+)
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
