@@ -231,6 +231,7 @@ def replay_main(args: argparse.Namespace) -> int:
             a = old[i] if i < len(old) else None
             b = new[i] if i < len(new) else None
             mark = "=" if a == b else "!"
-            label = b or a
+            label = b if b is not None else a
+            assert label is not None  # i < max(len(new), len(old))
             print(f"  {mark} {label.guard:<17} {label.verdict.value:<9} {label.reason}")
         return 0 if same else 1

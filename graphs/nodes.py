@@ -21,6 +21,7 @@ from langgraph.types import Command, interrupt
 from agent_guards import (
     Goal,
     PlanStep,
+    PlanTrigger,
     PlanVersion,
     StepStatus,
     current_plan,
@@ -42,6 +43,7 @@ from .prompts import (
     GoalSpec,
     PlanSpec,
     ReviewSpec,
+    ask,
     last_human,
     plan_context,
     step_brief,
@@ -86,7 +88,7 @@ class Nodes:
             # a later turn (or a retry) on a thread whose budget is spent: no new model call
             return Command(goto="respond", update={"outcome": _stopped(reason)})
         text = last_human(state["messages"])
-        spec = self.goal_model.invoke([SystemMessage(PARSE_PROMPT), HumanMessage(text)])
+        spec = ask(self.goal_model, GoalSpec, [SystemMessage(PARSE_PROMPT), HumanMessage(text)])
         goal = Goal(
             spec.intent,
             spec.constraints,
@@ -117,11 +119,13 @@ class Nodes:
         versions = state.get("plans") or []
         current = current_plan(versions)
         prompt = [SystemMessage(PLAN_PROMPT), HumanMessage(plan_context(state, current))]
-        spec = self.plan_model.invoke(prompt)
+        spec = ask(self.plan_model, PlanSpec, prompt)
         version = PlanVersion(
             len(versions) + 1,
             to_steps(spec.steps),
-            trigger=(state.get("replan_trigger") or "critique") if versions else "initial",
+            trigger=PlanTrigger(
+                (state.get("replan_trigger") or "critique") if versions else "initial"
+            ),
             reason=spec.reason,
             parent=current.version if current else None,
         )
@@ -207,7 +211,7 @@ class Nodes:
             return Command(goto="evidence_resolve", update={"outcome": _stopped(reason)})
         current = current_plan(state.get("plans") or [])
         prompt = [SystemMessage(REVIEW_PROMPT), HumanMessage(plan_context(state, current))]
-        spec = self.review_model.invoke(prompt)
+        spec = ask(self.review_model, ReviewSpec, prompt)
         update: dict[str, Any] = {"usage": {"model_calls": 1, "steps": 1}}
         if spec.action == "finish":
             return Command(goto="evidence_resolve", update=update)
@@ -217,7 +221,7 @@ class Nodes:
                 PlanVersion(
                     len(versions) + 1,
                     to_steps(spec.steps),
-                    trigger=spec.trigger,
+                    trigger=PlanTrigger(spec.trigger),
                     reason=spec.reason,
                     parent=current.version if current else None,
                 )

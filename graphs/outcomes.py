@@ -191,4 +191,4 @@ def compensate(
     """Run the undo hooks of completed steps with side effects, newest first."""
     current = current_plan(state.get("plans") or [])
     done = [s for s in (current.steps if current else ()) if s.status is StepStatus.DONE]
-    return [undo[s.tool](s) for s in reversed(done) if s.tool in undo]
+    return [undo[s.tool](s) for s in reversed(done) if s.tool is not None and s.tool in undo]

@@ -24,6 +24,7 @@ is a checkpointer-free instance for ``langgraph.json`` (``langgraph dev``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -152,14 +153,14 @@ def _add_tools(
         )
         builder.add_edge("tools", "agent")
         return
-    waits = {} if sleep is None else {"sleep": sleep, "asleep": _async_sleep(sleep)}
     guard = ToolCallGuard(
         loop=pol.loop,
         retry=pol.retry,
         breaker=pol.breaker if store is not None else None,
         messages_key="step_messages",
-        **waits,
     )
+    if sleep is not None:
+        guard = replace(guard, sleep=sleep, asleep=_async_sleep(sleep))
     builder.add_node("tools", guard.tool_node(tools))
     context = create_context_guard(
         pol.max_context_tokens, policy=pol.context, tools=tools, messages_key="step_messages"

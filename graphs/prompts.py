@@ -7,12 +7,15 @@ Each node's system prompt opens with a ``[role]`` tag (``parse_goal``, ``plan``,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field
 
-from agent_guards import PlanStep, PlanVersion, format_memories
+from agent_guards import PlanStep, PlanVersion, RiskLevel, format_memories
+
+Spec = TypeVar("Spec", bound=BaseModel)
 
 
 class FactSpec(BaseModel):
@@ -77,6 +80,12 @@ def last_human(messages: Sequence[AnyMessage]) -> str:
     return ""
 
 
+def ask(model: Runnable[Any, Any], schema: type[Spec], messages: list[BaseMessage]) -> Spec:
+    """One structured-output call, validated into ``schema`` (some providers return dicts)."""
+    out = model.invoke(messages)
+    return out if isinstance(out, schema) else schema.model_validate(out)
+
+
 def usage_of(reply: AIMessage) -> dict[str, int]:
     tokens = (reply.usage_metadata or {}).get("total_tokens", 0) if reply.usage_metadata else 0
     return {"model_calls": 1, "steps": 1, "tokens": int(tokens)}
@@ -85,7 +94,12 @@ def usage_of(reply: AIMessage) -> dict[str, int]:
 def to_steps(specs: Sequence[StepSpec]) -> tuple[PlanStep, ...]:
     return tuple(
         PlanStep(
-            s.id, s.description, tool=s.tool, args=s.args, depends_on=s.depends_on, risk=s.risk
+            s.id,
+            s.description,
+            tool=s.tool,
+            args=s.args,
+            depends_on=tuple(s.depends_on),
+            risk=RiskLevel(s.risk),
         )
         for s in specs
     )

@@ -39,8 +39,10 @@ SUPERSTEPS_PER_STEP = 4
 class PlanExecuteState(MessagesState, PlanState, EvidenceState, MemoryState, ContextState):
     """Conversation, plan versions, evidence, memories and the guard channels."""
 
-    guard_log: Annotated[list[GuardDecision], delta_log()]
-    evidence: Annotated[list[Evidence], merge_evidence]
+    # Two channels get other reducers than their mixins give them (LangGraph reads the
+    # most derived annotation): the log writes deltas, evidence accumulates across steps.
+    guard_log: Annotated[list[GuardDecision], delta_log()]  # type: ignore[misc]
+    evidence: Annotated[list[Evidence], merge_evidence]  # type: ignore[misc]
     step_messages: Annotated[list[AnyMessage], add_messages]
     current_step: str | None
     replan_trigger: str | None
