@@ -30,7 +30,15 @@ __all__ = [
 
 
 def kind_for_status(code: int, text: str = "") -> FailureKind:
-    """The kind of an HTTP status code (``text`` refines 429/400: quota, content policy)."""
+    """The kind of an HTTP status code (``text`` refines 429/400: quota, content policy).
+
+    Example:
+        >>> from agent_guards import kind_for_status
+        >>> [kind_for_status(code).value for code in (503, 403, 404, 422)]
+        ['transient', 'permission', 'precondition', 'invalid_args']
+        >>> kind_for_status(429).value, kind_for_status(429, "insufficient_quota").value
+        ('transient', 'quota')
+    """
     low = text.lower()
     if code == 429:
         return (
@@ -197,6 +205,16 @@ def failure_of(message: ToolMessage) -> Failure | None:
 
     A structured artifact (``{"agent_guards_failure": {...}}``) wins; otherwise a
     ``status="error"`` message is classified from its text.
+
+    Example:
+        >>> from agent_guards import failure_artifact, failure_of
+        >>> failure_of(ToolMessage("42.0", tool_call_id="c1")) is None
+        True
+        >>> failure_of(ToolMessage("Request timed out", tool_call_id="c2", status="error")).kind
+        <FailureKind.TRANSIENT: 'transient'>
+        >>> artifact = failure_artifact("empty_business", "no flights that day")
+        >>> failure_of(ToolMessage("none", tool_call_id="c3", artifact=artifact)).kind.value
+        'empty_business'
     """
     artifact = message.artifact
     if isinstance(artifact, Mapping) and ARTIFACT_KEY in artifact:
@@ -223,6 +241,14 @@ def describe_failure(error: Any, *, now: datetime | None = None) -> Failure:
     Raises:
         InvalidInputError: a ToolMessage that reports no failure, a status code below 400,
             a malformed failure artifact, or an unsupported type.
+
+    Example:
+        >>> from agent_guards import TransientToolError, describe_failure
+        >>> f = describe_failure(TransientToolError("rate limited", retry_after=2, status_code=429))
+        >>> f.kind.value, f.retry_after, f.status_code, f.error_type
+        ('transient', 2.0, 429, '...TransientToolError')
+        >>> describe_failure(404)
+        Failure(kind=<FailureKind.PRECONDITION: 'precondition'>, message='HTTP 404', ...)
     """
     if isinstance(error, BaseException):
         return _describe_exception(error, now)

@@ -131,6 +131,15 @@ class ContextBudgetError(InvalidInputError):
     """What must stay in context (system prompt, pinned content, tool schemas) does not fit.
 
     Carries the numbers: ``needed`` tokens, the ``budget`` available, and ``over_by``.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage, SystemMessage
+        >>> from agent_guards import ContextBudgetError, fit_context
+        >>> try:
+        ...     fit_context([SystemMessage("rule " * 500), HumanMessage("hi")], max_tokens=100)
+        ... except ContextBudgetError as err:
+        ...     print(err.needed, err.budget, err.over_by, err.field)
+        635 90 545 max_tokens
     """
 
     def __init__(
@@ -151,7 +160,18 @@ class ContextBudgetError(InvalidInputError):
 
 @dataclass(frozen=True)
 class ArchiveRecord:
-    """Content moved out of the context into a ``BaseStore``, readable back by ``archive_id``."""
+    """Content moved out of the context into a ``BaseStore``, readable back by ``archive_id``.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, ToolMessage
+        >>> from agent_guards import fit_context
+        >>> call = {"name": "read_doc", "args": {}, "id": "c1"}
+        >>> msgs = [AIMessage("", id="a1", tool_calls=[call]),
+        ...         ToolMessage("detail " * 3000, tool_call_id="c1", name="read_doc", id="t1")]
+        >>> rec = fit_context(msgs, max_tokens=8000).archives[0]
+        >>> rec.archive_id, rec.kind, rec.message_ids, rec.tool_name, rec.to_value()["chars"]
+        ('arc-...', 'tool_result', ('t1',), 'read_doc', 21000)
+    """
 
     archive_id: str
     """Deterministic key (a hash of the message ids and content): replays write the same key."""
@@ -189,6 +209,14 @@ class ContextVerdict:
     or REPAIR (content was archived, quoted, summarized or truncated). Every input message id
     is in exactly one of ``kept_ids``, ``summarized_ids``, ``truncated_ids`` or ``stale_ids``.
     Messages without an id are named ``#<index>``.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage, SystemMessage
+        >>> from agent_guards import fit_context
+        >>> msgs = [SystemMessage("Be brief.", id="s"), HumanMessage("hi", id="h")]
+        >>> v = fit_context(msgs, max_tokens=16)  # 12 of 15 input tokens used
+        >>> v.verdict, v.reason, v.tokens, v.budget, v.usage, v.changed, v.dropped_ids
+        (<Verdict.NUDGE: 'nudge'>, 'warning', 12, 15, 0.8, False, ())
     """
 
     verdict: Verdict

@@ -174,6 +174,18 @@ def with_summary_text(
     """Replace the body of the verdict's summary message with ``text`` (cut to fit its room).
 
     The header (what was removed, where it is archived, "not evidence") is kept as written.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_core.messages.utils import count_tokens_approximately
+        >>> from agent_guards import fit_context, with_summary_text
+        >>> notes = [HumanMessage(f"note {i}: " + "word " * 200, id=f"n{i}") for i in range(20)]
+        >>> v = fit_context(notes, max_tokens=4000)
+        >>> v2 = with_summary_text(v, "Notes 0-15 only count words.",
+        ...                        lambda m: count_tokens_approximately([m]))
+        >>> summary = next(m for m in v2.messages if m.id == v2.summary_id)
+        >>> v.reason, summary.content.splitlines()[-1], v2.decision.data["summary_source"]
+        ('compressed', 'Notes 0-15 only count words.', 'model')
     """
     index = next(
         (i for i, m in enumerate(verdict.messages) if m.id == verdict.summary_id and m.id), None

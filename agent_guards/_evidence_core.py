@@ -59,7 +59,15 @@ def _visible(raw: Any, identities: frozenset[str]) -> bool:
 
 
 def coerce_evidence(raw: Any) -> Evidence:
-    """An :class:`Evidence` from an ``Evidence``, a dict or a LangChain ``Document``."""
+    """An :class:`Evidence` from an ``Evidence``, a dict or a LangChain ``Document``.
+
+    Example:
+        >>> from agent_guards import coerce_evidence
+        >>> ev = coerce_evidence({"id": "d1", "claim_key": "sla", "value": "99.9%",
+        ...                       "updated_at": "2026-01-01"})
+        >>> type(ev).__name__, ev.value, ev.updated_at.isoformat(), coerce_evidence(ev) is ev
+        ('Evidence', '99.9%', '2026-01-01T00:00:00+00:00', True)
+    """
     if isinstance(raw, Evidence):
         return raw
     if isinstance(raw, Mapping):
@@ -102,6 +110,16 @@ def resolve_evidence(
     Raises:
         InvalidInputError: A visible item is malformed or two visible items share an id
             (the message names the item and the field).
+
+    Example:
+        >>> from agent_guards import Evidence, resolve_evidence
+        >>> docs = [Evidence("wiki", "owner", "alice", source_type="forum"),
+        ...         Evidence("hr", "owner", "bob", source_type="official", allowed=["hr"])]
+        >>> resolve_evidence(docs).value  # "hr" is invisible without a principal
+        'alice'
+        >>> v = resolve_evidence(docs, principal="hr")
+        >>> v.value, v.reason, v.selected_ids, v.conflicting_ids
+        ('bob', 'source_credibility', ('hr',), ('wiki',))
     """
     policy = policy if policy is not None else EvidencePolicy()
     if not isinstance(policy, EvidencePolicy):

@@ -57,6 +57,17 @@ class Evidence:
     Only ``id``, ``claim_key`` and ``value`` are required. Construction validates every
     field and raises :class:`~agent_guards.errors.InvalidInputError` naming the item and
     the field. Dates accept ``datetime``, ``date`` or ISO-8601 strings (no offset = UTC).
+
+    Example:
+        >>> from agent_guards import Evidence
+        >>> e = Evidence("p26", "approval_limit", "50w", source_type="official",
+        ...              effective_at="2026-01-01", allowed=["finance"])
+        >>> e.when.isoformat(), e.visible_to(frozenset({"finance"})), e.visible_to(frozenset())
+        ('2026-01-01T00:00:00+00:00', True, False)
+        >>> Evidence("p27", "approval_limit", "60w", confidence=1.5)
+        Traceback (most recent call last):
+        ...
+        agent_guards.errors.InvalidInputError: item 'p27' field 'confidence': must be a number ...
     """
 
     id: str
@@ -208,7 +219,17 @@ class Evidence:
 
 @dataclass(frozen=True, kw_only=True)
 class ClaimVerdict:
-    """The outcome for one ``claim_key`` when a call arbitrates several claims."""
+    """The outcome for one ``claim_key`` when a call arbitrates several claims.
+
+    Example:
+        >>> from agent_guards import Evidence, resolve_evidence
+        >>> v = resolve_evidence([Evidence("a", "limit", "50w"), Evidence("b", "currency", "CNY")])
+        >>> v.reason, sorted(v.claims)
+        ('multiple_claims', ['currency', 'limit'])
+        >>> c = v.claims["limit"]
+        >>> c.verdict.value, c.value, c.selected_ids
+        ('answer', '50w', ('a',))
+    """
 
     claim_key: str
     verdict: Verdict
@@ -231,6 +252,15 @@ class EvidenceVerdict:
     ``value`` is the answer when there is one; ``values`` lists values side by side, keyed
     by entity (``ambiguous_entity``) or by basis (``per_basis``); ``claims`` holds one
     :class:`ClaimVerdict` per claim key when several were arbitrated at once.
+
+    Example:
+        >>> from agent_guards import Evidence, resolve_evidence
+        >>> v = resolve_evidence([Evidence("a", "sla", "99.9%", source_type="official"),
+        ...                       Evidence("b", "sla", "99.5%", source_type="official")])
+        >>> v.verdict.value, v.reason, v.value, v.conflicting_ids
+        ('clarify', 'close_call', None, ('a', 'b'))
+        >>> v.to_dict()["decision"]["guard"], v.decision.policy
+        ('evidence_resolve', 'EvidencePolicy@1')
     """
 
     verdict: Verdict

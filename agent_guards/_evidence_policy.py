@@ -45,6 +45,15 @@ class EvidencePolicy:
     Raises:
         ValueError: A field is out of range (the message names the field and value).
         TypeError: A field has the wrong type.
+
+    Example:
+        >>> from agent_guards import Evidence, EvidencePolicy, resolve_evidence
+        >>> docs = [Evidence("a", "sla", "99.9%"), Evidence("b", "sla", "99.5%")]
+        >>> strict = EvidencePolicy(high_risk=True, version=2)
+        >>> [resolve_evidence(docs, policy=p).verdict.value for p in (EvidencePolicy(), strict)]
+        ['clarify', 'escalate']
+        >>> strict.label, strict.weight("official"), strict.weight("blog")
+        ('EvidencePolicy@2', 4.0, 0.0)
     """
 
     source_weights: Mapping[str, float] = field(

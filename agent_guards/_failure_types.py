@@ -41,7 +41,15 @@ ARTIFACT_KEY = "agent_guards_failure"
 
 
 class FailureKind(StrEnum):
-    """Why a tool call failed; decides the recovery. Values are the lowercase names."""
+    """Why a tool call failed; decides the recovery. Values are the lowercase names.
+
+    Example:
+        >>> from agent_guards import FailureKind, classify_failure
+        >>> FailureKind("quota") is FailureKind.QUOTA, FailureKind.QUOTA == "quota"
+        (True, True)
+        >>> classify_failure(PermissionError("read-only")) is FailureKind.PERMISSION
+        True
+    """
 
     TRANSIENT = "transient"
     """Timeout, connection error, 429, 5xx: retry with backoff."""
@@ -88,7 +96,16 @@ class _TypedFailure(ToolFailure):
 
 
 class TransientToolError(_TypedFailure):
-    """A temporary failure (timeout, 429, 5xx). ``retry_after`` in seconds, if known."""
+    """A temporary failure (timeout, 429, 5xx). ``retry_after`` in seconds, if known.
+
+    Example:
+        >>> from agent_guards import TransientToolError, classify_failure
+        >>> err = TransientToolError("upstream 503", retry_after=1.5, status_code=503)
+        >>> classify_failure(err).value, err.retry_after, err.status_code
+        ('transient', 1.5, 503)
+        >>> TransientToolError(retry_after=timedelta(minutes=1)).retry_after
+        60.0
+    """
 
     kind = FailureKind.TRANSIENT
 
@@ -104,7 +121,14 @@ class TransientToolError(_TypedFailure):
 
 
 class InvalidArgsError(_TypedFailure):
-    """The arguments are wrong; ``field_errors`` maps each bad field to what is wrong."""
+    """The arguments are wrong; ``field_errors`` maps each bad field to what is wrong.
+
+    Example:
+        >>> from agent_guards import InvalidArgsError, describe_failure, failure_message
+        >>> err = InvalidArgsError("bad dates", field_errors={"start": "must be before end"})
+        >>> failure_message(describe_failure(err), tool="book", tool_call_id="c1").content
+        'Invalid arguments for book: start: must be before end. Fix exactly these fields ...'
+    """
 
     kind = FailureKind.INVALID_ARGS
 
@@ -114,13 +138,27 @@ class InvalidArgsError(_TypedFailure):
 
 
 class PreconditionFailed(_TypedFailure):
-    """A premise of the plan no longer holds (the thing is gone, changed, or locked)."""
+    """A premise of the plan no longer holds (the thing is gone, changed, or locked).
+
+    Example:
+        >>> from agent_guards import PreconditionFailed, RetryRouterPolicy, classify_failure
+        >>> kind = classify_failure(PreconditionFailed("order 42 was cancelled"))
+        >>> kind.value, RetryRouterPolicy().routes[kind]
+        ('precondition', 'replan')
+    """
 
     kind = FailureKind.PRECONDITION
 
 
 class AmbiguousInput(_TypedFailure):
-    """The input matches several things; ``question`` and ``options`` go to the user."""
+    """The input matches several things; ``question`` and ``options`` go to the user.
+
+    Example:
+        >>> from agent_guards import AmbiguousInput, RetryRouterPolicy
+        >>> err = AmbiguousInput(question="Which Paris?", options=["Paris, FR", "Paris, TX"])
+        >>> err.kind.value, err.options, RetryRouterPolicy().routes[err.kind]
+        ('ambiguous', ('Paris, FR', 'Paris, TX'), 'clarify')
+    """
 
     kind = FailureKind.AMBIGUOUS
 
@@ -133,7 +171,15 @@ class AmbiguousInput(_TypedFailure):
 
 
 class EmptyResult(_TypedFailure):
-    """Nothing came back: ``business=True`` is a real "no data", False means it broke."""
+    """Nothing came back: ``business=True`` is a real "no data", False means it broke.
+
+    Example:
+        >>> from agent_guards import EmptyResult, RetryRouterPolicy
+        >>> routes = RetryRouterPolicy().routes
+        >>> errors = [EmptyResult("no flights that day"), EmptyResult("db down", business=False)]
+        >>> [(err.kind.value, routes[err.kind]) for err in errors]
+        [('empty_business', 'continue'), ('empty_error', 'retry')]
+    """
 
     def __init__(self, message: str = "", *, business: bool = True) -> None:
         self.business = bool(business)
@@ -142,26 +188,59 @@ class EmptyResult(_TypedFailure):
 
 
 class PermissionDenied(_TypedFailure):
-    """The caller may not do this. Refused, never retried or worked around."""
+    """The caller may not do this. Refused, never retried or worked around.
+
+    Example:
+        >>> from agent_guards import PermissionDenied, describe_failure, failure_message
+        >>> failure = describe_failure(PermissionDenied("refunds need a manager"))
+        >>> failure_message(failure, tool="refund", tool_call_id="c1").content
+        'refund refused (permission): refunds need a manager. Do not retry it or work around it.'
+    """
 
     kind = FailureKind.PERMISSION
 
 
 class SafetyViolation(_TypedFailure):
-    """The request crosses a safety boundary. Refused, never retried or worked around."""
+    """The request crosses a safety boundary. Refused, never retried or worked around.
+
+    Example:
+        >>> from agent_guards import RetryRouterPolicy, SafetyViolation
+        >>> err = SafetyViolation("asks for malware")
+        >>> err.kind.value, RetryRouterPolicy().routes[err.kind]
+        ('safety', 'refuse')
+        >>> RetryRouterPolicy(routes={"safety": "fallback"})
+        Traceback (most recent call last):
+        ...
+        ValueError: RetryRouterPolicy.routes['safety']='fallback' is not allowed: ...
+    """
 
     kind = FailureKind.SAFETY
 
 
 class QuotaExceeded(_TypedFailure):
-    """A quota or budget is used up: fall back or degrade."""
+    """A quota or budget is used up: fall back or degrade.
+
+    Example:
+        >>> from agent_guards import QuotaExceeded, RetryRouterPolicy, describe_failure
+        >>> failure = describe_failure(QuotaExceeded("monthly credits used up", retry_after=3600))
+        >>> failure.kind.value, failure.retry_after, RetryRouterPolicy().routes[failure.kind]
+        ('quota', 3600.0, 'fallback')
+    """
 
     kind = FailureKind.QUOTA
 
 
 @dataclass(frozen=True)
 class Failure:
-    """A classified failure: the kind plus what recovery needs (all JSON-ready but ``original``)."""
+    """A classified failure: the kind plus what recovery needs (all JSON-ready but ``original``).
+
+    Example:
+        >>> from agent_guards import Failure, FailureKind
+        >>> f = Failure(FailureKind.INVALID_ARGS, "bad date", field_errors={"date": "use ISO 8601"})
+        >>> f.to_artifact()
+        {'agent_guards_failure': {'kind': 'invalid_args', 'message': 'bad date',
+                                  'field_errors': {'date': 'use ISO 8601'}}}
+    """
 
     kind: FailureKind
     message: str = ""

@@ -85,6 +85,15 @@ def resolve_memory(
 
     Raises:
         InvalidInputError: A record is malformed or two records share an id.
+
+    Example:
+        >>> from agent_guards import MemoryRecord, resolve_memory
+        >>> records = [MemoryRecord("m1", "lang", "fr", valid_until="2026-01-01"),
+        ...            MemoryRecord("m2", "tz", "UTC+8", scope="user:bob"),
+        ...            MemoryRecord("m3", "report_format", "pdf", scope="user:alice")]
+        >>> v = resolve_memory(records, now="2026-03-01", scopes="user:alice")
+        >>> v.facts, v.expired_ids, v.excluded
+        ({'report_format': 'pdf'}, ('m1',), {'m2': 'out_of_scope'})
     """
     policy = policy if policy is not None else MemoryPolicy()
     if not isinstance(policy, MemoryPolicy):

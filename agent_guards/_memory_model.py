@@ -74,6 +74,16 @@ class MemoryRecord:
     ``source`` ranks it (user_explicit > tool > official > memory > inferred); ``scope``
     says whose it is (None = global); ``valid_until`` ends it whatever the store's TTL says;
     ``status`` and ``supersedes`` keep an auditable history (nothing is deleted).
+
+    Example:
+        >>> from agent_guards import MemoryRecord
+        >>> r = MemoryRecord("m1", "report_format", "pdf", valid_until="2026-06-30")
+        >>> r.source, r.until.isoformat(), r.to_dict()["valid_until"]
+        ('memory', '2026-06-30T00:00:00+00:00', '2026-06-30T00:00:00+00:00')
+        >>> MemoryRecord("m2", "lang", "fr", source="rumor")
+        Traceback (most recent call last):
+        ...
+        agent_guards.errors.InvalidInputError: item 'm2' field 'source': must be one of ...
     """
 
     id: str
@@ -166,6 +176,14 @@ class MemoryPolicy:
     Raises:
         ValueError: A field is out of range (the message names the field and value).
         TypeError: A field has the wrong type.
+
+    Example:
+        >>> from agent_guards import MemoryPolicy, MemoryRecord, resolve_memory
+        >>> guess = [MemoryRecord("g1", "lang", "de", source="inferred")]
+        >>> resolve_memory(guess, now="2026-01-01").excluded
+        {'g1': 'unconfirmed_inferred'}
+        >>> resolve_memory(guess, now="2026-01-01", policy=MemoryPolicy(inject_inferred=True)).facts
+        {'lang': 'de'}
     """
 
     source_ranks: Mapping[str, int] = field(
@@ -219,6 +237,14 @@ class MemoryVerdict:
 
     Every record that is not injected is in ``superseded_ids``, ``expired_ids`` or
     ``excluded`` (id -> reason, e.g. ``overridden_by:<id>``, ``pending``, ``out_of_scope``).
+
+    Example:
+        >>> from agent_guards import MemoryRecord, resolve_memory
+        >>> records = [MemoryRecord("a", "lang", "fr"), MemoryRecord("b", "lang", "de")]
+        >>> v = resolve_memory(records, now="2026-01-01")  # equal standing: ask the user
+        >>> v.verdict, v.clarify_keys, v.inject, v.excluded
+        (<Verdict.CLARIFY: 'clarify'>, ('lang',), (),
+         {'a': 'ambiguous:lang', 'b': 'ambiguous:lang'})
     """
 
     inject: tuple[MemoryRecord, ...] = ()

@@ -35,6 +35,13 @@ class Approval:
         note: Their reason or comment.
         args: Corrected tool arguments to run the step with, if given.
         cancelled: The user cancelled the whole run (resume ``{"cancel": ...}``).
+
+    Example:
+        >>> answer = Approval.from_resume({"approved": False, "by": "ops", "note": "too big"})
+        >>> answer.approved, answer.by, answer.note, answer.cancelled
+        (False, 'ops', 'too big', False)
+        >>> Approval.from_resume({"cancel": "user left"}).cancelled
+        True
     """
 
     approved: bool
@@ -78,7 +85,15 @@ class Approval:
 
 
 def needs_approval(step: PlanStep, risk: RiskLevel | str = RiskLevel.HIGH) -> bool:
-    """True if ``step`` is at least ``risk`` and no human has answered for it yet."""
+    """True if ``step`` is at least ``risk`` and no human has answered for it yet.
+
+    Example:
+        >>> step = PlanStep("pay", tool="transfer", risk="medium")
+        >>> needs_approval(step), needs_approval(step, "medium")
+        (False, True)
+        >>> needs_approval(PlanStep("pay", risk="high", approved=True))
+        False
+    """
     level = RiskLevel(risk)
     return step.risk.rank >= level.rank and step.approved is None
 
@@ -92,6 +107,19 @@ def request_approval(
     ``graph.invoke(Command(resume=True), config)`` (or ``"reject"``, or a mapping, see
     :meth:`Approval.from_resume`). On resume the node runs again from the top, so keep
     what precedes this call deterministic (the gate's decision is).
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> from langgraph.graph import START, StateGraph
+        >>> from langgraph.types import Command
+        >>> step = PlanStep("s1", "wire money", tool="pay", risk="high")
+        >>> app = (StateGraph(dict).add_node("ask", lambda s: {"by": request_approval(step).by})
+        ...        .add_edge(START, "ask").compile(checkpointer=InMemorySaver()))
+        >>> cfg = {"configurable": {"thread_id": "1"}}
+        >>> app.invoke({}, cfg)["__interrupt__"][0].value["question"]
+        "Approve step 's1' (wire money), risk high?"
+        >>> app.invoke(Command(resume={"approved": True, "by": "ops"}), cfg)
+        {'by': 'ops'}
     """
     payload = {
         "type": "plan_step_approval",

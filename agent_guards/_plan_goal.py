@@ -42,6 +42,14 @@ class Goal:
         constraints: Constraint name -> value (region, time range, budget...).
         required: Names that must have a value before any plan runs.
         dimensions: Output dimensions the answer must cover (the completion check).
+
+    Example:
+        >>> goal = Goal("competitive_analysis", {"region": "杭州", "budget": None},
+        ...             required=("region", "budget"), dimensions=("price", "share"))
+        >>> goal.missing()
+        ('budget',)
+        >>> goal.with_constraints({"budget": 5000}).missing(), goal.constraints["budget"]
+        ((), None)
     """
 
     intent: str

@@ -44,7 +44,16 @@ __all__ = [
 
 
 class StepStatus(StrEnum):
-    """Where a step is. ``done`` and ``skipped`` satisfy dependents; ``cancelled`` blocks them."""
+    """Where a step is. ``done`` and ``skipped`` satisfy dependents; ``cancelled`` blocks them.
+
+    Example:
+        >>> from agent_guards import mark_step, runnable_steps
+        >>> plan = PlanVersion.linear(1, ["search", "write"])
+        >>> [s.id for s in runnable_steps(mark_step(plan, "s1", StepStatus.SKIPPED))]
+        ['s2']
+        >>> runnable_steps(mark_step(plan, "s1", "cancelled")), StepStatus("done") in FINISHED
+        ((), True)
+    """
 
     PENDING = "pending"
     RUNNING = "running"
@@ -58,7 +67,14 @@ FINISHED = frozenset({StepStatus.DONE, StepStatus.SKIPPED})
 
 
 class RiskLevel(StrEnum):
-    """How much harm a step can do; ``high`` steps may need human approval."""
+    """How much harm a step can do; ``high`` steps may need human approval.
+
+    Example:
+        >>> PlanStep("pay", tool="transfer", risk="high").risk
+        <RiskLevel.HIGH: 'high'>
+        >>> RiskLevel("medium").rank, RiskLevel.HIGH.rank >= RiskLevel("medium").rank
+        (1, True)
+    """
 
     LOW = "low"
     MEDIUM = "medium"
@@ -71,7 +87,14 @@ class RiskLevel(StrEnum):
 
 
 class PlanTrigger(StrEnum):
-    """What made the planner write a version. Only the first version is ``initial``."""
+    """What made the planner write a version. Only the first version is ``initial``.
+
+    Example:
+        >>> [t.value for t in PlanTrigger]
+        ['initial', 'critique', 'execution_feedback', 'user_input']
+        >>> PlanVersion.linear(2, ["retry search"], trigger="execution_feedback", parent=1).trigger
+        <PlanTrigger.EXECUTION_FEEDBACK: 'execution_feedback'>
+    """
 
     INITIAL = "initial"
     CRITIQUE = "critique"
@@ -80,7 +103,14 @@ class PlanTrigger(StrEnum):
 
 
 class PlanStatus(StrEnum):
-    """The gate's verdict on a version: ``proposed`` until the planner gate decides."""
+    """The gate's verdict on a version: ``proposed`` until the planner gate decides.
+
+    Example:
+        >>> PlanVersion.linear(1, ["search"]).status
+        <PlanStatus.PROPOSED: 'proposed'>
+        >>> PlanVersion.linear(1, ["search"], status="accepted").status is PlanStatus.ACCEPTED
+        True
+    """
 
     PROPOSED = "proposed"
     ACCEPTED = "accepted"
@@ -106,6 +136,14 @@ class PlanStep:
         call_ids: Tool call ids that ran for this step (the execution record).
         note: Short outcome or error summary.
         approved: Human approval of a risky step: None (not asked), True or False.
+
+    Example:
+        >>> step = PlanStep("s1", "search rates", tool="search", args={"q": "rates"},
+        ...                 risk="medium", timeout_s=timedelta(seconds=30))
+        >>> step.status.value, step.risk.value, step.timeout_s, step.to_dict()["args"]
+        ('pending', 'medium', 30.0, {'q': 'rates'})
+        >>> PlanStep.from_dict({"id": "s2", "depends_on": ["s1"]}).depends_on
+        ('s1',)
     """
 
     id: str
@@ -191,6 +229,13 @@ class PlanVersion:
             (recorded by the gate when it decides).
         observations: Observations (tool results, evidence, user messages) that arrived
             between the previous version and this one (recorded by the gate).
+
+    Example:
+        >>> plan = PlanVersion(1, [{"id": "a", "tool": "search"}, {"id": "b", "depends_on": ["a"]}])
+        >>> plan.id, plan.step("b").depends_on, plan.is_complete
+        ('v1', ('a',), False)
+        >>> PlanVersion.from_dict(plan.to_dict()) == plan
+        True
     """
 
     version: int

@@ -82,6 +82,14 @@ class PlanState(GuardState, total=False):
     Nodes that execute a step return ``progress_update(executed=1, observations=n)``; a node
     that takes a user message returns ``progress_update(observations=1)``. The gate resets
     both counters to 0 each time it decides on a proposed version.
+
+    Example:
+        >>> from langgraph.graph import START
+        >>> builder = StateGraph(PlanState).add_node("run", lambda s: progress_update(executed=1))
+        >>> app = builder.add_edge(START, "run").compile()
+        >>> out = app.invoke({"plans": [PlanVersion.linear(1, ["a"])], "executed_since_plan": 2})
+        >>> [p.id for p in out["plans"]], out["executed_since_plan"]
+        (['v1'], 3)
     """
 
     plans: Annotated[list[PlanVersion], merge_plans]
@@ -152,6 +160,12 @@ def create_planner_gate(
 
     Returns:
         A runnable node returning ``Command(goto=<node>, update=...)``.
+
+    Example:
+        >>> gate = create_planner_gate(destinations={"execute": "run"})
+        >>> cmd = gate.invoke({"plans": [PlanVersion.linear(1, ["search", "write"])]})
+        >>> cmd.goto, cmd.update["plans"][0].status.value, cmd.update["guard_log"][0].reason
+        ('run', 'accepted', 'initial_plan')
     """
     pol = DEFAULT_POLICY if policy is None else policy
     if not isinstance(pol, PlannerPolicy):
@@ -233,6 +247,16 @@ def add_planner_gate(
     """Add the planner_gate node to ``builder`` with its possible destinations declared.
 
     ``options`` are those of :func:`create_planner_gate`. Returns ``builder``.
+
+    Example:
+        >>> from langgraph.graph import START
+        >>> builder = StateGraph(PlanState).add_node("run", lambda s: progress_update(executed=1))
+        >>> _ = add_planner_gate(builder, destinations={"execute": "run", "clarify": END,
+        ...                                            "escalate": END})
+        >>> app = builder.add_edge(START, "planner_gate").compile()
+        >>> out = app.invoke({"plans": [PlanVersion.linear(1, ["search", "write"])]})
+        >>> out["plans"][0].status.value, [d.reason for d in out["guard_log"]]
+        ('accepted', ['initial_plan'])
     """
     node = create_planner_gate(name=name, **options)
     dest = _check_destinations(options.get("destinations"))

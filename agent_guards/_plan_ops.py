@@ -29,7 +29,16 @@ _TERMINAL = frozenset({StepStatus.DONE, StepStatus.SKIPPED, StepStatus.CANCELLED
 
 
 def runnable_steps(version: PlanVersion) -> tuple[PlanStep, ...]:
-    """Steps that can run now: pending, and every dependency done or skipped. Plan order."""
+    """Steps that can run now: pending, and every dependency done or skipped. Plan order.
+
+    Example:
+        >>> steps = [PlanStep("a"), PlanStep("b"), PlanStep("c", depends_on=["a", "b"])]
+        >>> plan = PlanVersion(1, steps)
+        >>> [s.id for s in runnable_steps(plan)]
+        ['a', 'b']
+        >>> [s.id for s in runnable_steps(mark_step(mark_step(plan, "a", "done"), "b", "skipped"))]
+        ['c']
+    """
     status = {s.id: s.status for s in version.steps}
     return tuple(
         s
@@ -39,7 +48,15 @@ def runnable_steps(version: PlanVersion) -> tuple[PlanStep, ...]:
 
 
 def next_step(version: PlanVersion) -> PlanStep | None:
-    """The first runnable step, or None."""
+    """The first runnable step, or None.
+
+    Example:
+        >>> plan = PlanVersion.linear(1, ["search", "write"])
+        >>> next_step(plan).id, next_step(mark_step(plan, "s1", "done")).description
+        ('s1', 'write')
+        >>> next_step(mark_step(plan, "s1", "failed")) is None
+        True
+    """
     ready = runnable_steps(version)
     return ready[0] if ready else None
 
@@ -116,7 +133,14 @@ def carry_over(previous: PlanVersion, new: PlanVersion) -> PlanVersion:
 
 
 def current_plan(versions: Sequence[PlanVersion]) -> PlanVersion | None:
-    """The plan in force: the newest version the gate accepted, or None."""
+    """The plan in force: the newest version the gate accepted, or None.
+
+    Example:
+        >>> v1 = PlanVersion.linear(1, ["search"], status="accepted")
+        >>> v2 = PlanVersion.linear(2, ["search again"], trigger="critique", parent=1)
+        >>> current_plan([v1, v2]).id, current_plan([v2])
+        ('v1', None)
+    """
     for v in reversed(versions):
         if v.status is PlanStatus.ACCEPTED:
             return v

@@ -192,6 +192,16 @@ def decide_failure(
 
     ``attempt`` is how many times this call id was executed; failed earlier calls with the
     same signature add to it (a re-issued call gets no fresh quota).
+
+    Example:
+        >>> from agent_guards import decide_failure, describe_failure
+        >>> failure = describe_failure(TimeoutError("upstream slow"))
+        >>> d = decide_failure(failure, call_id="c1", tool="quote", signature="quote:{}")
+        >>> d.verdict.value, d.detail
+        ('retry', 'quote failed (transient): upstream slow; retry 2 of 3 in ...s')
+        >>> decide_failure(failure, call_id="c1", tool="quote", signature="quote:{}", attempt=3)
+        GuardDecision(guard='retry_router', verdict=<Verdict.FALLBACK: 'fallback'>,
+                      reason='retries_exhausted', ...)
     """
     policy = RetryRouterPolicy() if policy is None else policy
     route: RetryRoute = policy.routes[failure.kind]

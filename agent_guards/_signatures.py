@@ -112,6 +112,12 @@ def call_signature(
 
     Two calls with the same signature ask for the same thing; calls that differ in any
     argument (including a scope such as region, date range or version) do not.
+
+    Example:
+        >>> call_signature("search", {"q": " rates ", "region": "EU", "trace_id": "t-9"})
+        'search:{"q":"rates","region":"EU"}'
+        >>> call_signature("search", {"q": "rates", "region": "US"})
+        'search:{"q":"rates","region":"US"}'
     """
     ignore = (
         ignore_keys if isinstance(ignore_keys, frozenset) else frozenset(map(_key, ignore_keys))
@@ -150,6 +156,12 @@ def normalize_result(text: str, *, extra: Sequence[Normalizer] = ()) -> str:
     Strips our own reuse note, tracebacks (the final error line is kept), UUIDs, date-times,
     labelled request/trace ids and epoch stamps, elapsed times and memory addresses; then
     applies ``extra`` normalizers in order (the hook for tool-specific noise).
+
+    Example:
+        >>> normalize_result("rows=3  took 12 ms;  request_id=abc123")
+        'rows=3 took <elapsed>; request_id=<id>'
+        >>> normalize_result("Rows=3", extra=[str.lower])
+        'rows=3'
     """
     out = _REUSE_LINE.sub("", text) if text.startswith("[loop_check]") else text
     low = out.lower()

@@ -33,7 +33,16 @@ __all__ = ["answer_pending", "final_message", "partial_results"]
 def answer_pending(
     messages: Sequence[Any], content: str, *, name: str = "loop_check"
 ) -> list[ToolMessage]:
-    """ToolMessages for the latest assistant turn's calls that have no answer yet."""
+    """ToolMessages for the latest assistant turn's calls that have no answer yet.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> turn = AIMessage("", tool_calls=[{"name": "search", "args": {}, "id": "c1"},
+        ...                                  {"name": "fetch", "args": {}, "id": "c2"}])
+        >>> done = ToolMessage("4%", tool_call_id="c1", name="search")
+        >>> [(m.tool_call_id, m.status, m.content) for m in answer_pending([turn, done], "skipped")]
+        [('c2', 'error', 'skipped')]
+    """
     for i in range(len(messages) - 1, -1, -1):
         message = messages[i]
         if isinstance(message, AIMessage):
@@ -53,7 +62,16 @@ def answer_pending(
 
 
 def partial_results(messages: Sequence[Any], *, limit: int = 5, chars: int = 300) -> list[str]:
-    """The last few distinct successful tool results, oldest first (``tool: text``)."""
+    """The last few distinct successful tool results, oldest first (``tool: text``).
+
+    Example:
+        >>> msgs = [ToolMessage("rate is 4%", tool_call_id="c1", name="search"),
+        ...         ToolMessage("timeout", tool_call_id="c2", name="fetch", status="error"),
+        ...         ToolMessage("rate is 4%", tool_call_id="c3", name="search"),
+        ...         ToolMessage("x" * 50, tool_call_id="c4", name="read")]
+        >>> partial_results(msgs, chars=10)
+        ['search: rate is 4%', 'read: xxxxxxxxx…']
+    """
     out: list[str] = []
     seen: set[str] = set()
     for message in reversed(messages[-200:]):

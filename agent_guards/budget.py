@@ -46,7 +46,16 @@ __all__ = [
 
 @dataclass(frozen=True)
 class StopReason:
-    """Why a stop condition tripped: a reason code, the limit, and the value that passed it."""
+    """Why a stop condition tripped: a reason code, the limit, and the value that passed it.
+
+    Example:
+        >>> from agent_guards import StopReason
+        >>> reason = StopReason("max_tokens", limit=1000, value=1200)
+        >>> print(reason)
+        max_tokens: 1200 used, limit 1000
+        >>> print(reason.to_error())
+        budget stopped the run: max_tokens (1200 used, limit 1000)
+    """
 
     reason: str
     limit: float | None = None
@@ -72,7 +81,17 @@ def _usage(state: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 class StopCondition(ABC):
-    """Base class: ``condition(state, now=None) -> StopReason | None``."""
+    """Base class: ``condition(state, now=None) -> StopReason | None``.
+
+    Example:
+        >>> from agent_guards import MaxSteps, StopCondition, StopReason
+        >>> class NoSources(StopCondition):
+        ...     def __call__(self, state, now=None):
+        ...         return None if state.get("sources") else StopReason("no_sources")
+        >>> stop = NoSources() | MaxSteps(10)
+        >>> print(stop({"sources": [], "usage": {"steps": 2}}))
+        no_sources
+    """
 
     @abstractmethod
     def __call__(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
@@ -113,7 +132,16 @@ class _Composite(StopCondition):
 
 
 class AnyOf(_Composite):
-    """Stops when any condition stops; the first tripped condition's reason is returned."""
+    """Stops when any condition stops; the first tripped condition's reason is returned.
+
+    Example:
+        >>> from agent_guards import AnyOf, MaxSteps, MaxTokens
+        >>> stop = AnyOf(MaxSteps(10), MaxTokens(1000))
+        >>> print(stop({"usage": {"steps": 3, "tokens": 1200}}))
+        max_tokens: 1200 used, limit 1000
+        >>> stop == MaxSteps(10) | MaxTokens(1000)
+        True
+    """
 
     def __call__(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
         for cond in self.conditions:
@@ -123,7 +151,16 @@ class AnyOf(_Composite):
 
 
 class AllOf(_Composite):
-    """Stops only when every condition stops; the reasons are joined with ``&``."""
+    """Stops only when every condition stops; the reasons are joined with ``&``.
+
+    Example:
+        >>> from agent_guards import AllOf, MaxSteps, MaxTokens
+        >>> stop = AllOf(MaxSteps(5), MaxTokens(800))
+        >>> stop({"usage": {"steps": 5, "tokens": 100}}) is None
+        True
+        >>> print(stop({"usage": {"steps": 5, "tokens": 900}}))
+        max_steps: 5 used, limit 5 & max_tokens: 900 used, limit 800
+    """
 
     def __call__(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
         reasons = []
@@ -160,31 +197,71 @@ class _Max(StopCondition):
 
 
 class MaxSteps(_Max):
-    """Stop once ``limit`` steps ran (``usage["steps"] >= limit``)."""
+    """Stop once ``limit`` steps ran (``usage["steps"] >= limit``).
+
+    Example:
+        >>> from agent_guards import MaxSteps
+        >>> MaxSteps(5)({"usage": {"steps": 4}}) is None
+        True
+        >>> print(MaxSteps(5)({"usage": {"steps": 5}}))
+        max_steps: 5 used, limit 5
+    """
 
     counter = "steps"
 
 
 class MaxReplans(_Max):
-    """Stop once ``limit`` replans were accepted."""
+    """Stop once ``limit`` replans were accepted.
+
+    Example:
+        >>> from agent_guards import MaxReplans
+        >>> MaxReplans(2)({"usage": {"replans": 1}}) is None
+        True
+        >>> MaxReplans(2)({"usage": {"replans": 2}}).reason
+        'max_replans'
+    """
 
     counter = "replans"
 
 
 class MaxToolCalls(_Max):
-    """Stop once ``limit`` tool calls were made."""
+    """Stop once ``limit`` tool calls were made.
+
+    Example:
+        >>> from agent_guards import MaxToolCalls
+        >>> stop = MaxToolCalls(3)
+        >>> stop({"usage": {"tool_calls": 2}}) is None
+        True
+        >>> print(stop({"usage": {"tool_calls": 3}}))
+        max_tool_calls: 3 used, limit 3
+    """
 
     counter = "tool_calls"
 
 
 class MaxModelCalls(_Max):
-    """Stop once ``limit`` model calls were made."""
+    """Stop once ``limit`` model calls were made.
+
+    Example:
+        >>> from agent_guards import MaxModelCalls
+        >>> print(MaxModelCalls(4)({"usage": {"model_calls": 4}}))
+        max_model_calls: 4 used, limit 4
+        >>> MaxModelCalls(4)({"usage": {}}) is None  # a missing counter counts as 0
+        True
+    """
 
     counter = "model_calls"
 
 
 class MaxTokens(_Max):
-    """Stop once ``limit`` tokens were spent."""
+    """Stop once ``limit`` tokens were spent.
+
+    Example:
+        >>> from agent_guards import MaxTokens
+        >>> reason = MaxTokens(1000)({"usage": {"tokens": 1250}})
+        >>> reason.reason, reason.limit, reason.value
+        ('max_tokens', 1000, 1250)
+    """
 
     counter = "tokens"
 
@@ -195,6 +272,15 @@ class Deadline(StopCondition):
 
     ``now`` must be passed in (from the run's clock) so replays decide the same way;
     without it the condition cannot trip.
+
+    Example:
+        >>> from datetime import datetime, timezone
+        >>> from agent_guards import Deadline
+        >>> state = {"usage": {"started_at": 0.0}}
+        >>> print(Deadline(60)(state, now=datetime.fromtimestamp(90, tz=timezone.utc)))
+        max_seconds: 90 used, limit 60
+        >>> Deadline(60)(state) is None  # no clock passed: never trips
+        True
     """
 
     seconds: float
@@ -235,6 +321,14 @@ class Budget:
 
     A fully unbounded budget relies on ``recursion_limit`` alone, which LangGraph now sets
     to about 10,000 super-steps: thousands of model calls. Set at least ``max_steps``.
+
+    Example:
+        >>> from agent_guards import Budget
+        >>> budget = Budget(max_steps=10, max_tokens=1000)
+        >>> budget.remaining({"steps": 4, "tokens": 1200})
+        {'steps': 6, 'tokens': 0}
+        >>> print(budget.check({"usage": {"steps": 4, "tokens": 1200}}))
+        max_tokens: 1200 used, limit 1000
     """
 
     max_steps: int | None = None

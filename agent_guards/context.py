@@ -81,6 +81,17 @@ class ContextState(GuardState, total=False):
     ``context_pins`` (structured task constraints, the current step, evidence in use) is
     rendered as a pinned system message that is kept verbatim and never summarized;
     ``context_pinned_ids`` lists message or tool-call ids that must stay in the context.
+
+    Example:
+        >>> from langgraph.graph import START, MessagesState, StateGraph
+        >>> from agent_guards import ContextState, create_context_guard
+        >>> class State(MessagesState, ContextState):
+        ...     pass
+        >>> g = StateGraph(State).add_node("guard", create_context_guard(8000))
+        >>> app = g.add_edge(START, "guard").compile()
+        >>> out = app.invoke({"messages": [("user", "hi")], "context_pins": {"due": "Friday"}})
+        >>> [m.type for m in out["messages"]], "Friday" in out["messages"][0].content
+        (['system', 'human'], True)
     """
 
     context_pins: dict[str, Any]

@@ -45,13 +45,30 @@ __all__ = [
 
 
 class AgentGuardError(Exception):
-    """Base class of every runtime error raised by agent-guards."""
+    """Base class of every runtime error raised by agent-guards.
+
+    Example:
+        >>> from agent_guards import AgentGuardError, BudgetExceeded
+        >>> try:
+        ...     raise BudgetExceeded(guard="budget", reason="max_steps")
+        ... except AgentGuardError as err:
+        ...     print(type(err).__name__, "-", err)
+        BudgetExceeded - budget stopped the run: max_steps
+    """
 
 
 class InvalidInputError(AgentGuardError, ValueError):
     """Malformed runtime input. ``item`` and ``field`` say where.
 
     It is also a ``ValueError`` so callers that validate with ``except ValueError`` catch it.
+
+    Example:
+        >>> from agent_guards import InvalidInputError
+        >>> err = InvalidInputError("must be a non-empty string", item="doc-7", field="id")
+        >>> print(err)
+        item 'doc-7' field 'id': must be a non-empty string
+        >>> isinstance(err, ValueError), err.field
+        (True, 'id')
     """
 
     def __init__(self, problem: str, *, item: str | None = None, field: str | None = None) -> None:
@@ -77,7 +94,16 @@ def trip_message(guard: str, reason: str, limit: Any = None, value: Any = None) 
 
 
 class GuardTripped(AgentGuardError):
-    """A guard stopped the run. Fields let callers react without parsing text."""
+    """A guard stopped the run. Fields let callers react without parsing text.
+
+    Example:
+        >>> from agent_guards import GuardTripped
+        >>> err = GuardTripped(guard="planner_gate", reason="needs_approval", detail="step 3")
+        >>> print(err)
+        planner_gate stopped the run: needs_approval; step 3
+        >>> err.guard, err.reason
+        ('planner_gate', 'needs_approval')
+    """
 
     def __init__(
         self, *, guard: str, reason: str, limit: Any = None, value: Any = None, detail: str = ""
@@ -93,19 +119,57 @@ class GuardTripped(AgentGuardError):
 
 
 class BudgetExceeded(GuardTripped):
-    """A budget (steps, replans, tool calls, model calls, tokens, seconds) ran out."""
+    """A budget (steps, replans, tool calls, model calls, tokens, seconds) ran out.
+
+    Example:
+        >>> from agent_guards import Budget, BudgetExceeded
+        >>> reason = Budget(max_tool_calls=3).check({"usage": {"tool_calls": 3}})
+        >>> err = reason.to_error()
+        >>> isinstance(err, BudgetExceeded), err.limit, err.value
+        (True, 3, 3)
+        >>> print(err)
+        budget stopped the run: max_tool_calls (3 used, limit 3)
+    """
 
 
 class LoopDetected(GuardTripped):
-    """The same action (or cycle of actions) kept repeating without progress."""
+    """The same action (or cycle of actions) kept repeating without progress.
+
+    Example:
+        >>> from agent_guards import GuardTripped, LoopDetected
+        >>> err = LoopDetected(guard="loop_check", reason="repeated_call", limit=3, value=3)
+        >>> print(err)
+        loop_check stopped the run: repeated_call (3 used, limit 3)
+        >>> isinstance(err, GuardTripped)
+        True
+    """
 
 
 class CircuitOpen(GuardTripped):
-    """A tool's circuit breaker is open; the call was not made."""
+    """A tool's circuit breaker is open; the call was not made.
+
+    Example:
+        >>> from agent_guards import CircuitOpen, describe_failure
+        >>> err = CircuitOpen(guard="circuit_breaker", reason="circuit_open", detail="search")
+        >>> print(err)
+        circuit_breaker stopped the run: circuit_open; search
+        >>> failure = describe_failure(err)  # how the retry router sees it
+        >>> failure.kind.value, failure.circuit_open
+        ('transient', True)
+    """
 
 
 class ToolFailure(AgentGuardError):
-    """Base for the typed errors tool authors raise (see ``agent_guards.failures``)."""
+    """Base for the typed errors tool authors raise (see ``agent_guards.failures``).
+
+    Example:
+        >>> from agent_guards import ToolFailure, TransientToolError
+        >>> try:
+        ...     raise TransientToolError("search timed out", retry_after=2, status_code=503)
+        ... except ToolFailure as err:
+        ...     print(type(err).__name__, err, err.retry_after)
+        TransientToolError search timed out 2.0
+    """
 
 
 def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:

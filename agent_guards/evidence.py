@@ -72,7 +72,17 @@ _ROUTES: dict[str, EvidenceRoute] = {
 
 
 class EvidenceQuery(TypedDict, total=False):
-    """What the question is about (written by your graph, e.g. a parse-goal node)."""
+    """What the question is about (written by your graph, e.g. a parse-goal node).
+
+    Example:
+        >>> from agent_guards import Evidence, EvidenceQuery, create_evidence_resolve
+        >>> query: EvidenceQuery = {"claim_key": "limit", "entity": "acme"}
+        >>> docs = [Evidence("a", "limit", "50w", entity="acme"),
+        ...         Evidence("b", "limit", "80w", entity="globex")]
+        >>> v = create_evidence_resolve().invoke({"evidence": docs, "evidence_query": query})
+        >>> v["evidence_verdict"].value, v["evidence_verdict"].decision.data["dropped"]
+        ('50w', {'b': 'other_entity'})
+    """
 
     claim_key: str
     entity: str
@@ -137,6 +147,17 @@ def create_evidence_resolve(
     Raises:
         ValueError: An option is invalid (the message names it).
         TypeError: ``policy`` is not an ``EvidencePolicy``.
+
+    Example:
+        >>> from agent_guards import Evidence, create_evidence_resolve
+        >>> node = create_evidence_resolve()
+        >>> docs = [Evidence("pub", "limit", "80w"),
+        ...         Evidence("hr", "limit", "50w", source_type="official", allowed=["hr"])]
+        >>> hr = {"configurable": {"principal": "hr"}}  # the principal comes from config only
+        >>> node.invoke({"evidence": docs}, hr)["evidence_verdict"].value
+        '50w'
+        >>> node.invoke({"evidence": docs})["evidence_verdict"].value
+        '80w'
     """
     policy = policy if policy is not None else EvidencePolicy()
     if not isinstance(policy, EvidencePolicy):
@@ -261,6 +282,15 @@ def add_evidence_resolve(
 
     Returns:
         The builder (edges into ``name`` are yours to add).
+
+    Example:
+        >>> from langgraph.graph import END, START, StateGraph
+        >>> from agent_guards import Evidence, EvidenceState, add_evidence_resolve
+        >>> g = StateGraph(EvidenceState).add_edge(START, "evidence_resolve")
+        >>> app = add_evidence_resolve(g, answer=END, clarify=END, abstain=END).compile()
+        >>> out = app.invoke({"evidence": [Evidence("a", "limit", "50w")]})
+        >>> out["evidence_verdict"].value, out["guard_log"][-1].reason
+        ('50w', 'consistent')
     """
     targets = {"answer": answer, "clarify": clarify, "abstain": abstain}
     targets["escalate"] = escalate if escalate is not None else clarify

@@ -144,6 +144,16 @@ class RetryState(GuardState, total=False):
     The edge reads ``messages``; :class:`ToolCallGuard` writes ToolMessages, failure
     decisions to ``guard_log`` and ``usage["tool_calls"]`` (one per execution, retries
     included); the finish node appends the final message and its decision.
+
+    Example:
+        >>> from agent_guards import RetryState
+        >>> sorted(RetryState.__annotations__)
+        ['guard_log', 'messages', 'usage']
+        >>> builder = StateGraph(RetryState)
+        >>> _ = builder.add_node("tools", lambda s: {"usage": {"tool_calls": 2}})
+        >>> graph = builder.set_entry_point("tools").compile()
+        >>> graph.invoke({"usage": {"tool_calls": 1}})["usage"]  # usage counts add up
+        {'tool_calls': 3}
     """
 
     messages: Annotated[list[AnyMessage], add_messages]
@@ -186,6 +196,17 @@ def create_retry_router(
     ``refuse`` first, then loop ``stop``/``escalate``, then the other failure routes, then a
     loop ``nudge``, then ``continue``. Decisions are attached to the trace; ToolCallGuard
     and the finish / loop nodes write them to ``guard_log``.
+
+    Example:
+        >>> from agent_guards import create_retry_router, describe_failure, failure_message
+        >>> router = create_retry_router()
+        >>> call = AIMessage("", tool_calls=[{"name": "pay", "args": {}, "id": "c1"}])
+        >>> for code in (503, 404, 403):
+        ...     error = failure_message(describe_failure(code), tool="pay", tool_call_id="c1")
+        ...     print(code, router.invoke({"messages": [call, error]}))
+        503 retry
+        404 replan
+        403 refuse
     """
     policy = _check(policy)
     if loop_policy is not None and not isinstance(loop_policy, LoopPolicy):
@@ -238,6 +259,15 @@ def finish_messages(decision: GuardDecision, messages: list[Any]) -> list[AIMess
 
     Pending tool calls get a ToolMessage; then one message: the clarifying question, or
     the reason (refusal, unavailability, what is missing) plus the confirmed partial result.
+
+    Example:
+        >>> from agent_guards import AmbiguousInput, describe_failure, failure_message
+        >>> from agent_guards import route_failures
+        >>> f = describe_failure(AmbiguousInput(question="Which Paris?", options=["FR", "US"]))
+        >>> call = AIMessage("", tool_calls=[{"name": "hotels", "args": {}, "id": "c1"}])
+        >>> history = [call, failure_message(f, tool="hotels", tool_call_id="c1")]
+        >>> [m.content for m in finish_messages(route_failures(history), history)]
+        ['Which Paris? Options: FR, US.']
     """
     pending = answer_pending(
         messages, f"Not executed: retry_router ended the run ({decision.reason}).", name=GUARD
@@ -259,6 +289,14 @@ def create_retry_finish(
 
     Answers pending tool calls, then ends with one message: the clarifying question, the
     refusal, or the reason plus the confirmed partial result.
+
+    Example:
+        >>> from agent_guards import create_retry_finish, describe_failure, failure_message
+        >>> call = AIMessage("", tool_calls=[{"name": "pay", "args": {}, "id": "c1"}])
+        >>> error = failure_message(describe_failure(403), tool="pay", tool_call_id="c1")
+        >>> out = create_retry_finish().invoke({"messages": [call, error]})
+        >>> out["guard_log"][0].verdict.value, out["messages"][-1].content
+        ('refuse', "I can't do that: pay refused the request (permission). I won't retry it ...")
     """
     policy = _check(policy)
 
@@ -300,6 +338,16 @@ def add_retry_router(
     ``replan`` go to ``model``; ``refuse``, ``clarify``, ``abstain`` and, unless
     ``fallback`` names a node, ``fallback`` go to the ``retry_finish`` node, then ``end``.
     With ``loop_policy`` the loop_check nodes are added too and share the edge.
+
+    Example:
+        >>> from agent_guards import RetryState, add_retry_router
+        >>> builder = StateGraph(RetryState)
+        >>> _ = builder.add_node("model", lambda s: {})
+        >>> _ = builder.add_node("tools", lambda s: {})
+        >>> add_retry_router(builder, "tools", model="model", tools="tools")
+        {'retry': 'tools', 'repair': 'model', 'replan': 'model', 'continue': 'model',
+         'refuse': 'retry_finish', 'clarify': 'retry_finish', 'abstain': 'retry_finish',
+         'fallback': 'retry_finish'}
     """
     policy = _check(policy)
     for name, value in (("source", source), ("model", model), ("tools", tools)):

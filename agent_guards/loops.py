@@ -83,6 +83,16 @@ class LoopState(GuardState, total=False):
 
     The edge reads ``messages``; the nudge / stop nodes append to ``messages`` and
     ``guard_log``; :class:`ToolCallGuard` adds ``usage["tool_calls"]``.
+
+    Example:
+        >>> from langgraph.graph import START
+        >>> from agent_guards.testing import tool_call_message
+        >>> builder = StateGraph(LoopState).add_node("nudge", create_loop_nudge())
+        >>> app = builder.add_edge(START, "nudge").compile()
+        >>> calls = [tool_call_message("search", {"q": "rates"}) for _ in range(2)]
+        >>> out = app.invoke({"messages": calls})
+        >>> [m.type for m in out["messages"]], [d.verdict.value for d in out["guard_log"]]
+        (['ai', 'ai', 'human'], ['nudge'])
     """
 
     messages: Annotated[list[AnyMessage], add_messages]
@@ -118,6 +128,13 @@ def create_loop_check(
     An edge cannot write state: its decision is attached to the trace, and the nudge /
     stop / escalate nodes it routes to write the same decision to ``guard_log`` (they
     recompute it from the same messages). Malformed messages route to ``"continue"``.
+
+    Example:
+        >>> from agent_guards.testing import tool_call_message
+        >>> route = create_loop_check()
+        >>> calls = [tool_call_message("search", {"q": "rates"}) for _ in range(3)]
+        >>> [route.invoke({"messages": calls[:n]}) for n in (1, 2, 3)]
+        ['continue', 'nudge', 'stop']
     """
     policy = _check(policy)
 
@@ -130,7 +147,15 @@ def create_loop_check(
 
 
 def nudge_text(decision: GuardDecision) -> str:
-    """The nudge the model reads: what repeated and what to try instead."""
+    """The nudge the model reads: what repeated and what to try instead.
+
+    Example:
+        >>> from agent_guards import GuardDecision, Verdict
+        >>> decision = GuardDecision(guard="loop_check", verdict=Verdict.NUDGE,
+        ...                          reason="repeated_call", detail="search was called 2 times")
+        >>> nudge_text(decision)
+        '[loop_check] search was called 2 times. Repeating it will not change the result. ...'
+    """
     return (
         f"[loop_check] {decision.detail}. Repeating it will not change the result. Use "
         "what you already have, try a different approach (other arguments, another scope "
@@ -141,7 +166,16 @@ def nudge_text(decision: GuardDecision) -> str:
 def create_loop_nudge(
     *, policy: LoopPolicy | None = None, messages_key: str = "messages"
 ) -> RunnableLambda[Any, dict[str, Any]]:
-    """Node: append one nudge (a user-role message named ``loop_check``) and log it."""
+    """Node: append one nudge (a user-role message named ``loop_check``) and log it.
+
+    Example:
+        >>> from agent_guards.testing import tool_call_message
+        >>> calls = [tool_call_message("search", {"q": "rates"}) for _ in range(2)]
+        >>> out = create_loop_nudge().invoke({"messages": calls})
+        >>> note = out["messages"][0]
+        >>> note.type, note.name, note.content.split(". ")[0]
+        ('human', 'loop_check', '[loop_check] search was called 2 times with the same arguments')
+    """
     policy = _check(policy)
 
     def nudge(state: Any, config: RunnableConfig) -> dict[str, Any]:
@@ -166,7 +200,22 @@ def _stop_update(decision: GuardDecision, messages: list[Any], key: str) -> dict
 def create_loop_stop(
     *, policy: LoopPolicy | None = None, messages_key: str = "messages"
 ) -> RunnableLambda[Any, dict[str, Any]]:
-    """Node: answer pending tool calls, end with the partial result and the reason."""
+    """Node: answer pending tool calls, end with the partial result and the reason.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> from agent_guards.testing import tool_call_message
+        >>> msgs = [m for i in range(2) for m in (tool_call_message("search", {}, id=f"c{i}"),
+        ...         ToolMessage("rate is 4%", tool_call_id=f"c{i}", name="search"))]
+        >>> out = create_loop_stop().invoke({"messages": [*msgs, tool_call_message("search", {})]})
+        >>> out["messages"][0].content
+        'Not executed: loop_check stopped the run (repeated_call).'
+        >>> print(out["messages"][1].content)
+        loop_check stopped the run: repeated_call: search was called 3 times with the same ...
+        What I have so far:
+        - search: rate is 4%
+        Missing: the rest of the task could not be completed reliably.
+    """
     policy = _check(policy)
 
     def stop(state: Any, config: RunnableConfig) -> dict[str, Any]:
@@ -188,6 +237,19 @@ def create_loop_escalate(
     The interrupt payload is ``{"guard", "decision", "question"}``. Resume with ``"stop"``,
     ``"continue"``, a guidance string (added as a user message, which starts a fresh count
     in interactive mode), or ``{"action": "stop" | "continue", "message": "..."}``.
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> from agent_guards.testing import tool_call_message
+        >>> node = create_loop_escalate(continue_to=END, stop_to=END)
+        >>> app = (StateGraph(LoopState).add_node("ask", node).set_entry_point("ask")
+        ...        .compile(checkpointer=InMemorySaver()))
+        >>> cfg = {"configurable": {"thread_id": "1"}}
+        >>> calls = [tool_call_message("search", {"q": "rates"}) for _ in range(3)]
+        >>> app.invoke({"messages": calls}, cfg)["__interrupt__"][0].value["question"]
+        'The agent seems stuck: search was called 3 times with the same arguments. Stop, ...'
+        >>> [d.reason for d in app.invoke(Command(resume="stop"), cfg)["guard_log"]]
+        ['repeated_call', 'human_stop']
     """
     policy = _check(policy)
 
@@ -248,6 +310,14 @@ def add_loop_check(
 
     Adds the nodes ``loop_nudge`` (then ``continue_to``), ``loop_stop`` (then ``end``) and,
     with ``on_stop="escalate"``, ``loop_escalate``; and the conditional edge from ``source``.
+
+    Example:
+        >>> builder = StateGraph(LoopState).add_node("model", lambda s: {})
+        >>> builder = builder.add_node("tools", lambda s: {})
+        >>> add_loop_check(builder, "tools", continue_to="model")
+        {'continue': 'model', 'nudge': 'loop_nudge', 'stop': 'loop_stop'}
+        >>> sorted(builder.nodes)
+        ['loop_nudge', 'loop_stop', 'model', 'tools']
     """
     policy = _check(policy)
     if not isinstance(source, str) or not source:
@@ -272,7 +342,15 @@ def add_loop_nodes(
     messages_key: str = "messages",
     end: str = END,
 ) -> dict[str, str]:
-    """Add loop_check's nodes only and return the path map for its labels."""
+    """Add loop_check's nodes only and return the path map for its labels.
+
+    Example:
+        >>> add_loop_nodes(StateGraph(LoopState), continue_to="model")
+        {'continue': 'model', 'nudge': 'loop_nudge', 'stop': 'loop_stop'}
+        >>> add_loop_nodes(StateGraph(LoopState), continue_to="model",
+        ...                policy=LoopPolicy(on_stop="escalate"))["escalate"]
+        'loop_escalate'
+    """
     policy = _check(policy)
     kw: dict[str, Any] = {"policy": policy, "messages_key": messages_key}
     builder.add_node("loop_nudge", create_loop_nudge(**kw))

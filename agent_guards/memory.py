@@ -64,7 +64,16 @@ Extractor = Callable[[Any, RunnableConfig], Iterable[Any]]
 
 
 class MemoryFact(TypedDict, total=False):
-    """A fact the user stated in the current turn (``key`` and ``value`` are required)."""
+    """A fact the user stated in the current turn (``key`` and ``value`` are required).
+
+    Example:
+        >>> from agent_guards import MemoryFact, MemoryRecord, create_memory_resolve
+        >>> fact: MemoryFact = {"id": "t1", "key": "report_format", "value": "markdown"}
+        >>> stored = [MemoryRecord("m1", "report_format", "pdf")]
+        >>> out = create_memory_resolve().invoke({"memory_facts": [fact], "memory_records": stored})
+        >>> out["memory_verdict"].facts, out["memory_verdict"].excluded, out["memory_facts"]
+        ({'report_format': 'markdown'}, {'m1': 'overridden_by:t1'}, [])
+    """
 
     key: str
     value: Any
@@ -77,7 +86,20 @@ class MemoryFact(TypedDict, total=False):
 
 
 class MemoryState(GuardState, total=False):
-    """State mixin with the default channels of the memory_resolve node."""
+    """State mixin with the default channels of the memory_resolve node.
+
+    Example:
+        >>> from langgraph.graph import START, StateGraph
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from agent_guards import MemoryRecord, MemoryState, create_memory_resolve
+        >>> from agent_guards import memory_namespace, save_memories
+        >>> store = InMemoryStore()
+        >>> save_memories(store, memory_namespace("alice"), [MemoryRecord("m1", "lang", "fr")])
+        >>> g = StateGraph(MemoryState).add_node("memory", create_memory_resolve())
+        >>> app = g.add_edge(START, "memory").compile(store=store)
+        >>> app.invoke({}, {"configurable": {"principal": "alice"}})["memory_verdict"].facts
+        {'lang': 'fr'}
+    """
 
     memory_facts: list[MemoryFact]
     memory_records: list[MemoryRecord]
@@ -119,6 +141,20 @@ class LLMFactExtractor:
     """Extract the current turn's explicit facts with a chat model's structured output.
 
     The model only extracts; ``resolve_memory`` decides. Pass it as ``extractor=``.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_core.runnables import RunnableLambda
+        >>> from agent_guards import LLMFactExtractor
+        >>> class StubModel:  # stands in for a chat model (offline)
+        ...     def with_structured_output(self, schema):
+        ...         fact = {"key": "report_format", "value": "markdown", "persist": True}
+        ...         return RunnableLambda(lambda messages: schema(facts=[fact]))
+        >>> extract = LLMFactExtractor(StubModel())
+        >>> extract({"messages": [HumanMessage("Markdown from now on, please.")]}, {})
+        [{'key': 'report_format', 'value': 'markdown', 'persist': True}]
+        >>> extract({"messages": []}, {})  # no human message: the model is not called
+        []
     """
 
     def __init__(self, model: Any, *, messages_key: str = "messages", prompt: str = _PROMPT):
@@ -184,6 +220,18 @@ def create_memory_resolve(
     Raises:
         ValueError: An option is invalid (the message names it).
         TypeError: ``policy`` or ``extractor`` has the wrong type.
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from agent_guards import MemoryRecord, create_memory_resolve
+        >>> from agent_guards import load_memories, memory_namespace, save_memories
+        >>> store, ns = InMemoryStore(), memory_namespace("alice")
+        >>> save_memories(store, ns, [MemoryRecord("m1", "report_format", "pdf")])
+        >>> fact = {"id": "t1", "key": "report_format", "value": "markdown", "persist": True}
+        >>> alice = {"configurable": {"principal": "alice"}}
+        >>> out = create_memory_resolve(store=store).invoke({"memory_facts": [fact]}, alice)
+        >>> out["memory_verdict"].facts, [(r.id, r.status) for r in load_memories(store, ns)]
+        ({'report_format': 'markdown'}, [('m1', 'superseded'), ('t1', 'active')])
     """
     policy = policy if policy is not None else MemoryPolicy()
     if not isinstance(policy, MemoryPolicy):

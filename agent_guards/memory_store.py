@@ -58,7 +58,15 @@ def namespace_label(value: str) -> str:
 
 
 def memory_namespace(principal: str, *, prefix: Sequence[str] = ("memories",)) -> tuple[str, ...]:
-    """The namespace of one principal's memories: ``(*prefix, escaped principal)``."""
+    """The namespace of one principal's memories: ``(*prefix, escaped principal)``.
+
+    Example:
+        >>> from agent_guards import memory_namespace
+        >>> memory_namespace("alice@example.com")
+        ('memories', 'alice@example%2Ecom')
+        >>> memory_namespace("bob", prefix=("acme", "memories"))
+        ('acme', 'memories', 'bob')
+    """
     return (*_check_namespace(tuple(prefix)), namespace_label(principal))
 
 
@@ -90,6 +98,16 @@ def load_memories(store: BaseStore, namespace: Sequence[str]) -> list[MemoryReco
 
     Raises:
         InvalidInputError: A stored value is not a valid record (names the key and field).
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from agent_guards import MemoryRecord, load_memories, memory_namespace, save_memories
+        >>> store, ns = InMemoryStore(), memory_namespace("alice")
+        >>> records = [MemoryRecord("m2", "tz", "UTC"), MemoryRecord("m1", "lang", "fr")]
+        >>> save_memories(store, ns, records)
+        >>> save_memories(store, (*ns, "archive"), [MemoryRecord("old", "lang", "de")])
+        >>> [(r.id, r.value) for r in load_memories(store, ns)]  # sorted, no sub-namespaces
+        [('m1', 'fr'), ('m2', 'UTC')]
     """
     ns = _check_namespace(namespace)
     out: list[MemoryRecord] = []
@@ -103,7 +121,17 @@ def load_memories(store: BaseStore, namespace: Sequence[str]) -> list[MemoryReco
 
 
 async def aload_memories(store: BaseStore, namespace: Sequence[str]) -> list[MemoryRecord]:
-    """Async :func:`load_memories` (falls back to the sync API for sync-only stores)."""
+    """Async :func:`load_memories` (falls back to the sync API for sync-only stores).
+
+    Example:
+        >>> import asyncio
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from agent_guards import MemoryRecord, aload_memories, save_memories
+        >>> store = InMemoryStore()
+        >>> save_memories(store, ("memories", "alice"), [MemoryRecord("m1", "lang", "fr")])
+        >>> [(r.id, r.value) for r in asyncio.run(aload_memories(store, ("memories", "alice")))]
+        [('m1', 'fr')]
+    """
     ns = _check_namespace(namespace)
     out: list[MemoryRecord] = []
     offset = 0
@@ -137,6 +165,15 @@ def save_memories(
 
     ``ttl_minutes`` is passed to stores that support TTL (not ``InMemoryStore``); a
     record's own ``valid_until`` is what ``resolve_memory`` checks.
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from agent_guards import MemoryRecord, memory_namespace, save_memories
+        >>> store, ns = InMemoryStore(), memory_namespace("alice")
+        >>> record = MemoryRecord("m1", "report_format", "pdf")
+        >>> save_memories(store, ns, [record]); save_memories(store, ns, [record])
+        >>> [(item.key, item.value["value"]) for item in store.search(ns)]  # key = record id
+        [('m1', 'pdf')]
     """
     ns = _check_namespace(namespace)
     for r in _check_records(records):
@@ -153,7 +190,17 @@ async def asave_memories(
     *,
     ttl_minutes: float | None = None,
 ) -> None:
-    """Async :func:`save_memories` (falls back to the sync API for sync-only stores)."""
+    """Async :func:`save_memories` (falls back to the sync API for sync-only stores).
+
+    Example:
+        >>> import asyncio
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from agent_guards import MemoryRecord, asave_memories, load_memories
+        >>> store, ns = InMemoryStore(), ("memories", "alice")
+        >>> asyncio.run(asave_memories(store, ns, [MemoryRecord("m1", "lang", "fr")]))
+        >>> [(r.id, r.value) for r in load_memories(store, ns)]
+        [('m1', 'fr')]
+    """
     ns = _check_namespace(namespace)
     items = _check_records(records)
     for index, r in enumerate(items):
@@ -178,6 +225,16 @@ def confirm_memory(
     """Confirm a pending record: status active, an inferred source becomes ``memory``.
 
     Returns the saved record, or None when there is no such record.
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from agent_guards import MemoryRecord, confirm_memory, save_memories
+        >>> store, ns = InMemoryStore(), ("memories", "alice")
+        >>> guess = MemoryRecord("g1", "lang", "de", source="inferred", status="pending")
+        >>> save_memories(store, ns, [guess])
+        >>> r = confirm_memory(store, ns, "g1")
+        >>> r.status, r.source, confirm_memory(store, ns, "missing")
+        ('active', 'memory', None)
     """
     ns = _check_namespace(namespace)
     item = store.get(ns, record_id)
@@ -191,7 +248,17 @@ def confirm_memory(
 async def aconfirm_memory(
     store: BaseStore, namespace: Sequence[str], record_id: str
 ) -> MemoryRecord | None:
-    """Async :func:`confirm_memory`."""
+    """Async :func:`confirm_memory`.
+
+    Example:
+        >>> import asyncio
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from agent_guards import MemoryRecord, aconfirm_memory, save_memories
+        >>> store, ns = InMemoryStore(), ("memories", "alice")
+        >>> save_memories(store, ns, [MemoryRecord("m1", "lang", "fr", status="pending")])
+        >>> asyncio.run(aconfirm_memory(store, ns, "m1")).status
+        'active'
+    """
     ns = _check_namespace(namespace)
     try:
         item = await store.aget(ns, record_id)

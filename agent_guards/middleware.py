@@ -74,7 +74,16 @@ __all__ = ["GuardAgentState", "LoopGuardMiddleware", "RetryRouterMiddleware"]
 
 
 class GuardAgentState(AgentState[Any]):
-    """``create_agent`` state with the guard channels (``guard_log``, ``usage``)."""
+    """``create_agent`` state with the guard channels (``guard_log``, ``usage``).
+
+    Example:
+        >>> from agent_guards import GuardAgentState, LoopGuardMiddleware, RetryRouterMiddleware
+        >>> middlewares = (LoopGuardMiddleware(), RetryRouterMiddleware())
+        >>> all(m.state_schema is GuardAgentState for m in middlewares)
+        True
+        >>> {"messages", "guard_log", "usage"} <= set(GuardAgentState.__annotations__)
+        True
+    """
 
     guard_log: NotRequired[Annotated[list[GuardDecision], keep_last(DEFAULT_LOG_SIZE)]]
     usage: NotRequired[Annotated[Usage, merge_usage]]
@@ -94,6 +103,17 @@ class LoopGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         policy: Thresholds and what counts as the same call (default :class:`LoopPolicy`).
         exit_behavior: ``"end"`` finishes the run with the partial result and the reason;
             ``"error"`` raises :class:`~agent_guards.errors.LoopDetected` instead.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> from agent_guards import LoopGuardMiddleware
+        >>> def turn(call_id):
+        ...     call = AIMessage("", tool_calls=[{"name": "fx", "args": {}, "id": call_id}])
+        ...     return [call, ToolMessage("1.08", tool_call_id=call_id)]
+        >>> history = [*turn("c1"), *turn("c2")]
+        >>> update = LoopGuardMiddleware().before_model({"messages": history}, runtime=None)
+        >>> update["guard_log"][0].verdict.value, update["messages"][0].content
+        ('nudge', '[loop_check] fx was called 2 times with the same arguments. ...')
     """
 
     state_schema = GuardAgentState
@@ -198,6 +218,14 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         store: Store for the breaker (default: the store ``create_agent`` was given).
         sleep: How to wait a backoff delay (inject a fake in tests); ``asleep`` for async.
         count_usage: Count each execution in ``usage["tool_calls"]``.
+
+    Example:
+        >>> from agent_guards import RetryRouterMiddleware, describe_failure, failure_message
+        >>> call = AIMessage("", tool_calls=[{"name": "pay", "args": {}, "id": "c1"}])
+        >>> error = failure_message(describe_failure(403), tool="pay", tool_call_id="c1")
+        >>> update = RetryRouterMiddleware().before_model({"messages": [call, error]}, runtime=None)
+        >>> update["jump_to"], update["guard_log"][0].verdict.value, update["messages"][-1].content
+        ('end', 'refuse', "I can't do that: pay refused the request (permission). ...")
     """
 
     state_schema = GuardAgentState

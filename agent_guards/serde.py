@@ -48,7 +48,15 @@ GUARD_STATE_TYPES: tuple[type, ...] = (
 
 
 def serde_allowlist(*extra: type) -> list[tuple[str, str]]:
-    """``(module, name)`` pairs of the guard state types, plus ``extra`` types of yours."""
+    """``(module, name)`` pairs of the guard state types, plus ``extra`` types of yours.
+
+    Example:
+        >>> from decimal import Decimal
+        >>> from agent_guards import serde_allowlist
+        >>> pairs = serde_allowlist(Decimal)
+        >>> pairs[0], pairs[-1]
+        (('agent_guards.types', 'GuardDecision'), ('decimal', 'Decimal'))
+    """
     return [(t.__module__, t.__name__) for t in (*GUARD_STATE_TYPES, *extra)]
 
 
@@ -59,5 +67,13 @@ def guard_serializer(*extra: type, **kwargs: Any) -> JsonPlusSerializer:
     ``PostgresSaver(conn, serde=...)``). When a graph is compiled, LangGraph adds the
     types reachable from its state schema (messages included) to this allowlist; a type
     reachable from neither is blocked, as in strict mode.
+
+    Example:
+        >>> from agent_guards import GuardDecision, guard_serializer
+        >>> serde = guard_serializer()
+        >>> d = GuardDecision(guard="loop_check", verdict="stop", reason="repeated_call")
+        >>> blob = serde.dumps_typed(d)
+        >>> blob[0], serde.loads_typed(blob) == d
+        ('msgpack', True)
     """
     return JsonPlusSerializer(allowed_msgpack_modules=serde_allowlist(*extra), **kwargs)

@@ -27,12 +27,28 @@ METADATA_KEY = "guard_decisions"
 
 
 def decision_tags(decisions: Iterable[GuardDecision]) -> list[str]:
-    """Tags for a set of decisions, in order, without duplicates."""
+    """Tags for a set of decisions, in order, without duplicates.
+
+    Example:
+        >>> from agent_guards import GuardDecision, decision_tags
+        >>> nudge = GuardDecision(guard="loop_check", verdict="nudge", reason="repeated_call")
+        >>> stop = GuardDecision(guard="budget", verdict="stop", reason="max_steps")
+        >>> decision_tags([nudge, stop, nudge])
+        ['guard:loop_check:nudge', 'guard:budget:stop']
+    """
     return list(dict.fromkeys(d.tag for d in decisions))
 
 
 def decision_metadata(decisions: Iterable[GuardDecision]) -> dict[str, Any]:
-    """Run metadata for decisions: the full records plus a ``guard -> verdict`` summary."""
+    """Run metadata for decisions: the full records plus a ``guard -> verdict`` summary.
+
+    Example:
+        >>> from agent_guards import GuardDecision, decision_metadata
+        >>> d = GuardDecision(guard="budget", verdict="stop", reason="max_steps")
+        >>> meta = decision_metadata([d])
+        >>> meta["guard_verdicts"], meta["guard_decisions"][0]["reason"]
+        ({'budget': 'stop'}, 'max_steps')
+    """
     items = list(decisions)
     return {
         METADATA_KEY: [d.to_dict() for d in items],
@@ -44,6 +60,16 @@ def attach_decision(decision: GuardDecision) -> bool:
     """Attach ``decision`` to the current LangSmith run, if there is one.
 
     Returns True when a run was found. Never raises: tracing must not break a run.
+
+    Example:
+        >>> from langsmith import trace, tracing_context
+        >>> from agent_guards import GuardDecision, attach_decision
+        >>> d = GuardDecision(guard="loop_check", verdict="nudge", reason="repeated_call")
+        >>> with tracing_context(enabled="local"), trace("loop_check") as run:  # sends nothing
+        ...     attach_decision(d)
+        True
+        >>> run.tags, run.metadata["guard_verdicts"]
+        (['guard:loop_check:nudge'], {'loop_check': 'nudge'})
     """
     try:
         from langsmith.run_helpers import get_current_run_tree

@@ -57,7 +57,15 @@ __all__ = [
 
 
 class Verdict(StrEnum):
-    """What a guard decided. Values are the lowercase names."""
+    """What a guard decided. Values are the lowercase names.
+
+    Example:
+        >>> from agent_guards import Verdict
+        >>> Verdict("nudge") is Verdict.NUDGE
+        True
+        >>> str(Verdict.STOP), Verdict.STOP == "stop"
+        ('stop', True)
+    """
 
     ANSWER = "answer"
     CLARIFY = "clarify"
@@ -131,6 +139,15 @@ class GuardDecision:
         step: LangGraph step (super-step) the decision was made at, when known.
         at: ISO-8601 UTC timestamp from the run's clock.
         data: Small, JSON-serializable extras specific to the guard.
+
+    Example:
+        >>> from agent_guards import GuardDecision
+        >>> d = GuardDecision(guard="evidence_resolve", verdict="answer", reason="newer_version",
+        ...                   selected_ids=["doc-2"], conflicting_ids=["doc-1"])
+        >>> d.tag, d.selected_ids
+        ('guard:evidence_resolve:answer', ('doc-2',))
+        >>> GuardDecision.from_dict(d.to_dict()) == d.with_context(step=4)
+        True
     """
 
     guard: str
@@ -233,6 +250,15 @@ def delta_log(n: int = DEFAULT_LOG_SIZE, *, snapshot_frequency: int = 100) -> An
     writes. Falls back to :func:`keep_last` on LangGraph versions without ``DeltaChannel``.
 
     Use it as ``guard_log: Annotated[list[GuardDecision], delta_log()]``.
+
+    Example:
+        >>> from typing import Annotated, TypedDict
+        >>> from langgraph.graph import StateGraph
+        >>> class State(TypedDict):
+        ...     guard_log: Annotated[list, delta_log(2)]
+        >>> g = StateGraph(State).add_node("log", lambda s: {"guard_log": ["a", "b", "c"]})
+        >>> g.set_entry_point("log").compile().invoke({"guard_log": []})
+        {'guard_log': ['b', 'c']}
     """
     reduce = keep_last(n)
     try:
@@ -257,6 +283,14 @@ class Usage(TypedDict, total=False):
 
     ``started_at`` is POSIX seconds from the run's clock; the earliest value wins, so a
     resume or a retry never restarts the clock.
+
+    Example:
+        >>> from agent_guards import Budget, Usage, merge_usage
+        >>> usage = merge_usage(Usage(steps=3, started_at=50.0), Usage(steps=1, started_at=80.0))
+        >>> usage
+        {'steps': 4, 'started_at': 50.0}
+        >>> Budget(max_steps=10).remaining(usage)
+        {'steps': 6}
     """
 
     steps: int
@@ -316,6 +350,15 @@ def now_from_config(config: RunnableConfig | None = None) -> datetime:
 
     The value may be a ``datetime``, an ISO-8601 string, POSIX seconds, or a zero-argument
     callable returning one of those, so tests and replays can pin time.
+
+    Example:
+        >>> from agent_guards import now_from_config
+        >>> now_from_config({"configurable": {"agent_guards_now": "2024-05-01T12:00:00Z"}})
+        datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
+        >>> now_from_config({"configurable": {"agent_guards_now": 0}}).isoformat()
+        '1970-01-01T00:00:00+00:00'
+        >>> now_from_config().tzinfo  # nothing pinned: the real UTC clock
+        datetime.timezone.utc
     """
     value: Any = ((config or {}).get("configurable") or {}).get(CONFIG_NOW_KEY)
     if callable(value):

@@ -9,6 +9,7 @@ that is what ``blend_outcome``, the unguarded baseline, does.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
@@ -61,94 +62,93 @@ def _cite(ids: Sequence[str]) -> str:
     return "[" + ", ".join(ids) + "]" if ids else "[no citation]"
 
 
-def respond_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The final outcome: answer with citations, clarify, abstain, escalate, or partial."""
-    preset = dict(state.get("outcome") or {})
+def _ended_early(preset: Mapping[str, Any], last: GuardDecision | None) -> dict[str, Any] | None:
+    """Outcomes decided before any evidence: a preset route or the planner gate's word."""
     route = preset.get("route")
     if route == "clarify":
-        return preset | {
-            "text": f"To answer this I need: {', '.join(preset['missing'])}. Could you tell me?"
-        }
+        asked = ", ".join(preset["missing"])
+        return {**preset, "text": f"To answer this I need: {asked}. Could you tell me?"}
     if route == "refuse":
-        return preset | {"text": f"I can't do that: {preset.get('reason')}. This was not retried."}
-    last = _last_decision(state)
-    if last is not None and last.guard == "planner_gate" and route != "stopped":
-        if last.verdict is Verdict.CLARIFY:
-            return {
-                "route": "clarify",
-                "reason": last.reason,
-                "text": f"I am not making progress ({last.detail}). What should I focus on?",
-            }
-        if last.verdict is Verdict.ESCALATE:
-            return {"route": "escalate", "reason": last.reason, "text": last.detail}
-        if last.verdict is Verdict.STOP and last.reason in ("cancelled", "approval_rejected"):
-            return {
-                "route": "cancelled",
-                "reason": last.reason,
-                "text": f"Cancelled: {last.detail}",
-            }
+        return {**preset, "text": f"I can't do that: {preset.get('reason')}. This was not retried."}
+    if last is None or last.guard != "planner_gate" or route == "stopped":
+        return None
+    if last.verdict is Verdict.CLARIFY:
+        text = f"I am not making progress ({last.detail}). What should I focus on?"
+        return {"route": "clarify", "reason": last.reason, "text": text}
+    if last.verdict is Verdict.ESCALATE:
+        return {"route": "escalate", "reason": last.reason, "text": last.detail}
+    if last.verdict is Verdict.STOP and last.reason in ("cancelled", "approval_rejected"):
+        return {"route": "cancelled", "reason": last.reason, "text": f"Cancelled: {last.detail}"}
+    return None
+
+
+@dataclass
+class Coverage:
+    """The completion check: which requested dimensions the evidence verdict covers."""
+
+    answered: list[str] = field(default_factory=list)
+    cited: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    unclear: list[tuple[str, Any]] = field(default_factory=list)
+
+
+def coverage(state: Mapping[str, Any]) -> Coverage:
+    """Check every dimension the goal asked for against the evidence verdict."""
     goal = state.get("goal")
-    dims = list(goal.dimensions) if goal is not None and goal.dimensions else []
     verdict = state.get("evidence_verdict")
-    keys = dims or ([verdict.claim_key] if verdict is not None and verdict.claim_key else [])
-    answered, missing, unclear, cited = [], [], [], []
+    keys = list(goal.dimensions) if goal is not None and goal.dimensions else []
+    if not keys and verdict is not None and verdict.claim_key:
+        keys = [verdict.claim_key]
+    out = Coverage()
     for key in keys or ["answer"]:
         claim = _claim(verdict, key) if keys else verdict
         if claim is None or claim.verdict is Verdict.ABSTAIN:
-            missing.append(key)
+            out.missing.append(key)
         elif claim.verdict is Verdict.ANSWER:
             value = claim.value if claim.value is not None else claim.values
-            answered.append(f"{key}: {value} {_cite(claim.selected_ids)}")
-            cited.extend(claim.selected_ids)
+            out.answered.append(f"{key}: {value} {_cite(claim.selected_ids)}")
+            out.cited.extend(claim.selected_ids)
         else:
-            unclear.append((key, claim))
-    fmt = _preferred_format(state)
+            out.unclear.append((key, claim))
+    return out
+
+
+def respond_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The final outcome: answer with citations, clarify, abstain, escalate, or partial."""
+    preset = dict(state.get("outcome") or {})
+    if (early := _ended_early(preset, _last_decision(state))) is not None:
+        return early
+    verdict = state.get("evidence_verdict")
     if verdict is not None and verdict.verdict is Verdict.ESCALATE:
-        return {
-            "route": "escalate",
-            "reason": verdict.reason,
-            "text": f"The evidence conflicts on a high-risk question ({verdict.reason}); "
-            "a reviewer must decide.",
-        }
-    if unclear:
-        key, claim = unclear[0]
+        text = (
+            f"The evidence conflicts on a high-risk question ({verdict.reason}); "
+            "a reviewer must decide."
+        )
+        return {"route": "escalate", "reason": verdict.reason, "text": text}
+    cover = coverage(state)
+    if cover.unclear:
+        key, claim = cover.unclear[0]
         options = "; ".join(f"{k}: {v}" for k, v in claim.values.items()) or "several values"
-        return {
-            "route": "clarify",
-            "reason": claim.reason,
-            "text": f"The sources disagree on {key} ({options}). Which one do you mean?",
-        }
+        text = f"The sources disagree on {key} ({options}). Which one do you mean?"
+        return {"route": "clarify", "reason": claim.reason, "text": text}
+    fmt = _preferred_format(state)
     conflicts = list(verdict.conflicting_ids) if verdict is not None else []
-    body = _render(answered, fmt)
+    body = _render(cover.answered, fmt)
     if conflicts:
         body += f"\nNot used (conflicting): {', '.join(conflicts)}"
-    if route == "stopped" or (missing and answered):
+    found = {"cited": cover.cited, "missing": cover.missing, "format": fmt}
+    if preset.get("route") == "stopped" or (cover.missing and cover.answered):
         why = preset.get("detail") or "evidence is missing"
-        gaps = ", ".join(missing) or "the remaining steps"
+        gaps = ", ".join(cover.missing) or "the remaining steps"
         text = f"Partial result ({why}).\nConfirmed:\n{body or '- nothing yet'}\nMissing: {gaps}"
-        return {
-            "route": "partial",
-            "reason": preset.get("reason", "missing_evidence"),
-            "text": text,
-            "cited": cited,
-            "missing": missing,
-            "format": fmt,
-        }
-    if not answered:
-        return {
-            "route": "abstain",
-            "reason": verdict.reason if verdict else "no_evidence",
-            "text": "I don't have enough evidence to answer this reliably.",
-            "missing": missing,
-        }
-    return {
-        "route": "answer",
-        "reason": "covered",
-        "text": body,
-        "cited": cited,
-        "conflicting": conflicts,
-        "format": fmt,
-    }
+        reason = preset.get("reason", "missing_evidence")
+        return {"route": "partial", "reason": reason, "text": text, **found}
+    if not cover.answered:
+        text = "I don't have enough evidence to answer this reliably."
+        reason = verdict.reason if verdict else "no_evidence"
+        return {"route": "abstain", "reason": reason, "text": text, "missing": cover.missing}
+    return {"route": "answer", "reason": "covered", "text": body, "conflicting": conflicts,
+            "cited": cover.cited, "format": fmt}  # fmt: skip
 
 
 def _preferred_format(state: Mapping[str, Any]) -> str | None:
