@@ -25,7 +25,7 @@ from ._context_steps import TokenCounter, make_counter
 from ._context_summary import SUMMARY_PROMPT, pin_message
 from ._context_types import GUARD, ContextPolicy, ContextVerdict
 from ._context_verdict import with_summary_text
-from ._node import graph_store, guarded, invalid_input, stamp
+from ._node import graph_store, guarded, invalid_input, stamp, state_value
 from .errors import InvalidInputError
 from .types import GuardDecision, Verdict
 
@@ -33,10 +33,6 @@ __all__ = ["ContextGuardNode", "Pin", "Summarizer"]
 
 Summarizer = BaseLanguageModel[Any] | Runnable[Any, Any] | Callable[[list[BaseMessage]], Any]
 Pin = Callable[[Mapping[str, Any]], Iterable[str | BaseMessage]]
-
-
-def _get(state: Any, key: str) -> Any:
-    return state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
 
 
 def _messages_update(before: Sequence[BaseMessage], after: Sequence[BaseMessage]) -> list[Any]:
@@ -66,12 +62,14 @@ class ContextGuardNode:
     def prepare(
         self, state: Any, config: RunnableConfig
     ) -> tuple[ContextVerdict, BaseStore | None]:
-        messages = list(_get(state, self.messages_key) or [])
+        messages = list(state_value(state, self.messages_key) or [])
         pins: list[str | BaseMessage] = [
-            pin_message(k, v) for k in self.pinned_keys if (v := _get(state, k)) not in _EMPTY
+            pin_message(k, v)
+            for k in self.pinned_keys
+            if (v := state_value(state, k)) not in _EMPTY
         ]
         if self.pinned_ids_key:
-            pins.extend(str(i) for i in _get(state, self.pinned_ids_key) or ())
+            pins.extend(str(i) for i in state_value(state, self.pinned_ids_key) or ())
         if self.pin is not None:
             pins.extend(self.pin(state))
         store = self.store if self.store is not None else graph_store(config)
@@ -134,7 +132,7 @@ class ContextGuardNode:
             decision = replace(decision, data={**decision.data, "archive_available": False})
         update: dict[str, Any] = {"guard_log": [stamp(decision, config)]}
         if verdict.changed:
-            before = list(_get(state, self.messages_key) or [])
+            before = list(state_value(state, self.messages_key) or [])
             update[self.messages_key] = _messages_update(before, verdict.messages)
         return update
 

@@ -19,17 +19,12 @@ from langchain_core.runnables import RunnableConfig
 from ._fields import to_identities
 from ._memory_core import GUARD, coerce_record, resolve_memory
 from ._memory_model import MemoryPolicy, MemoryRecord
-from ._node import LOG_KEY, graph_store, invalid_input, stamp
+from ._node import LOG_KEY, graph_store, invalid_input, stamp, state_value
 from .errors import InvalidInputError
 from .memory_store import aload_memories, asave_memories, load_memories, save_memories
 from .types import now_from_config
 
-__all__ = ["MemoryNode", "get_key"]
-
-
-def get_key(state: Any, key: str) -> Any:
-    """``state[key]`` for dict states, ``state.key`` for object states (None when absent)."""
-    return state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
+__all__ = ["MemoryNode"]
 
 
 def fact_record(fact: Any, *, now: datetime, scope: str | None, field: str) -> MemoryRecord:
@@ -96,7 +91,9 @@ class MemoryNode:
     ) -> tuple[tuple[MemoryRecord, ...], dict[str, Any]]:
         now = now_from_config(config)
         merged = {r.id: r for r in stored}
-        merged.update({r.id: r for r in map(coerce_record, get_key(state, self.records_key) or [])})
+        merged.update(
+            {r.id: r for r in map(coerce_record, state_value(state, self.records_key) or [])}
+        )
         current = [fact_record(f, now=now, scope=ctx.first, field=self.facts_key) for f in facts]
         seen: set[str] = set()
         for fact in current:
@@ -118,7 +115,7 @@ class MemoryNode:
             self.output_key: replace(verdict, decision=decision),
             LOG_KEY: [decision],
         }
-        if self.consume_facts and self.extractor is None and get_key(state, self.facts_key):
+        if self.consume_facts and self.extractor is None and state_value(state, self.facts_key):
             update[self.facts_key] = []
         writes = verdict.writes if ctx.namespace is not None else ()
         return writes, update
@@ -135,7 +132,7 @@ class MemoryNode:
             if self.extractor is not None:
                 facts = self.extractor(state, config)
             else:
-                facts = get_key(state, self.facts_key) or []
+                facts = state_value(state, self.facts_key) or []
             writes, update = self._finish(state, config, ctx, stored=stored, facts=facts)
         except InvalidInputError as err:  # GraphBubbleUp is no InvalidInputError: it passes
             return self._rejected(err, config)
@@ -150,7 +147,7 @@ class MemoryNode:
             stored = await aload_memories(ctx.store, ctx.namespace) if ctx.namespace else []
             facts: Any
             if self.extractor is None:
-                facts = get_key(state, self.facts_key) or []
+                facts = state_value(state, self.facts_key) or []
             else:
                 acall = getattr(self.extractor, "acall", None)
                 facts = await acall(state, config) if acall else self.extractor(state, config)

@@ -11,7 +11,7 @@ An adapter does three things around a pure core, and they are the same for every
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -25,6 +25,20 @@ from .types import GuardDecision, Verdict, now_from_config, step_from_config
 T = TypeVar("T")
 
 LOG_KEY = "guard_log"
+
+
+def state_value(state: Any, key: str, default: Any = None) -> Any:
+    """``state[key]`` for dict states, ``state.key`` for object states (``default`` if absent)."""
+    if isinstance(state, Mapping):
+        return state.get(key, default)
+    return getattr(state, key, default)
+
+
+def state_messages(state: Any, key: str) -> list[Any]:
+    """The message list in a state (a dict, an object, or the list itself)."""
+    if isinstance(state, list):
+        return state
+    return list(state_value(state, key) or ())
 
 
 def graph_store(config: RunnableConfig | None) -> BaseStore | None:

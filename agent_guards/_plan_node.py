@@ -18,7 +18,7 @@ from langgraph.constants import END
 from langgraph.graph import StateGraph
 from langgraph.types import Command, Overwrite
 
-from ._node import guarded, invalid_input, runnable, stamp
+from ._node import guarded, invalid_input, runnable, stamp, state_value
 from ._plan_approval import Approval, _after_approval, needs_approval, request_approval
 from ._plan_checks import _count
 from ._plan_core import _coerce, gate_plan
@@ -110,12 +110,6 @@ def progress_update(*, executed: int = 0, observations: int = 0) -> dict[str, in
     }
 
 
-def _get(state: Any, key: str, default: Any = None) -> Any:
-    if isinstance(state, Mapping):
-        return state.get(key, default)
-    return getattr(state, key, default)
-
-
 def _check_destinations(destinations: Mapping[str, str] | None) -> dict[str, str]:
     if destinations is not None and not isinstance(destinations, Mapping):
         raise TypeError(f"destinations must be a mapping route -> node, got {destinations!r}")
@@ -182,14 +176,17 @@ def create_planner_gate(
             raise ValueError(f"{key} must be a non-empty string, got {value!r}")
 
     def decide(state: Any, config: RunnableConfig) -> Command[Any]:
-        versions = _coerce(_get(state, plans_key) or [])
-        executed, observed = _get(state, EXECUTED_KEY, 0), _get(state, OBSERVED_KEY, 0)
+        versions = _coerce(state_value(state, plans_key) or [])
+        executed, observed = (
+            state_value(state, EXECUTED_KEY, 0),
+            state_value(state, OBSERVED_KEY, 0),
+        )
         decision = gate_plan(
             versions,
             policy=pol,
             executed_steps=executed,
             observations=observed,
-            goal=_get(state, goal_key),
+            goal=state_value(state, goal_key),
             tools=tool_names,
         )
         update: dict[str, Any] = {}

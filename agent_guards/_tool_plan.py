@@ -17,6 +17,7 @@ from ._classify import failure_of
 from ._failure_types import FailureKind
 from ._history import Action, scan_actions
 from ._loop_policy import LoopPolicy
+from ._node import state_messages
 from ._retry_core import RetryRouterPolicy, decide_failure
 from ._signatures import _REUSE_LINE, REUSE_PREFIX, call_signature, content_text
 from .errors import InvalidInputError
@@ -39,14 +40,6 @@ class Plan:
     message: ToolMessage | None = None
     decisions: tuple[GuardDecision, ...] = ()
     prior: tuple[Action, ...] = ()
-
-
-def messages_of(state: Any, key: str) -> list[Any]:
-    """The message list in a state (a dict, an object, or the list itself)."""
-    if isinstance(state, list):
-        return state
-    value = state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
-    return list(value or ())
 
 
 def _latest_ai(messages: Sequence[Any]) -> tuple[int, AIMessage | None]:
@@ -78,7 +71,7 @@ def _plan(
     retry: RetryRouterPolicy | None,
     key: str,
 ) -> Plan:
-    messages = messages_of(request.state, key)
+    messages = state_messages(request.state, key)
     call = request.tool_call
     position, ai = _latest_ai(messages)
     answered = {m.tool_call_id: m for m in messages[position + 1 :] if isinstance(m, ToolMessage)}

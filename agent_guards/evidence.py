@@ -38,7 +38,7 @@ from ._evidence_io import evidence_from_messages, merge_evidence
 from ._evidence_model import EVIDENCE_STATUSES, ClaimVerdict, Evidence, EvidenceVerdict
 from ._evidence_policy import DEFAULT_SOURCE_WEIGHTS, EvidencePolicy
 from ._fields import normalize_value
-from ._node import LOG_KEY, guarded, invalid_input, runnable, stamp
+from ._node import LOG_KEY, guarded, invalid_input, runnable, stamp, state_value
 from .errors import InvalidInputError
 from .types import EvidenceRoute, GuardDecision, GuardState, Verdict, now_from_config
 
@@ -109,12 +109,6 @@ def _key(name: str, value: Any) -> str:
     return value
 
 
-def _get(state: Any, key: str) -> Any:
-    if isinstance(state, Mapping):
-        return state.get(key)
-    return getattr(state, key, None)
-
-
 def create_evidence_resolve(
     *,
     policy: EvidencePolicy | None = None,
@@ -174,7 +168,7 @@ def create_evidence_resolve(
         raise TypeError(f"use_clock must be a bool, got {use_clock!r}")
 
     def decide(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        query = _get(state, query_key) or {}
+        query = state_value(state, query_key) or {}
         if not isinstance(query, Mapping):
             raise InvalidInputError(f"must be a mapping, got {query!r}", field=query_key)
         unknown = sorted(set(query) - set(_QUERY_KEYS))
@@ -182,7 +176,7 @@ def create_evidence_resolve(
             raise InvalidInputError(
                 f"unknown key(s) {unknown}; allowed: {list(_QUERY_KEYS)}", field=query_key
             )
-        items = _get(state, evidence_key) or []
+        items = state_value(state, evidence_key) or []
         if isinstance(items, (str, bytes, Mapping)):
             raise InvalidInputError("must be a list of evidence", field=evidence_key)
         as_of = query.get("as_of")
@@ -242,10 +236,10 @@ def create_evidence_route(
     _key("name", name)
 
     def route(state: Any, config: RunnableConfig) -> EvidenceRoute:
-        latest = _latest(_get(state, LOG_KEY), name)
+        latest = _latest(state_value(state, LOG_KEY), name)
         if latest is not None and latest[1] == "invalid_input":
             return "abstain"
-        stored = _get(state, output_key)
+        stored = state_value(state, output_key)
         if isinstance(stored, EvidenceVerdict):
             label = stored.verdict.value
         elif isinstance(stored, Mapping) and stored.get("verdict") is not None:

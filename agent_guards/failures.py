@@ -55,7 +55,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from typing import Annotated, Any, cast
 
 from langchain_core.messages import AIMessage, AnyMessage
@@ -87,6 +87,7 @@ from ._failure_types import (
     failure_artifact,
 )
 from ._loop_core import LoopPolicy, detect_loop
+from ._node import state_messages
 from ._retry_core import (
     DEFAULT_ROUTES,
     PRECEDENCE,
@@ -159,11 +160,6 @@ class RetryState(GuardState, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
 
 
-def _messages(state: Any, key: str) -> list[Any]:
-    value = state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
-    return list(value or ())
-
-
 def _check(policy: RetryRouterPolicy | None) -> RetryRouterPolicy:
     policy = RetryRouterPolicy() if policy is None else policy
     if not isinstance(policy, RetryRouterPolicy):
@@ -178,7 +174,7 @@ def _decide(
         return _node.invalid_input(GUARD, err, policy=policy.label, verdict=Verdict.CONTINUE)
 
     def core(s: Any, _c: RunnableConfig) -> GuardDecision:
-        return route_failures(_messages(s, key), policy=policy)
+        return route_failures(state_messages(s, key), policy=policy)
 
     return _node.stamp(_node.guarded(core, on_invalid)(state, config), config)
 
@@ -223,7 +219,7 @@ def create_retry_router(
         )
         if loop_policy is not None and label != "refuse":
             loop = _node.guarded(
-                lambda s, _c: detect_loop(_messages(s, messages_key), policy=loop_policy),
+                lambda s, _c: detect_loop(state_messages(s, messages_key), policy=loop_policy),
                 lambda err: _node.invalid_input("loop_check", err, verdict=Verdict.CONTINUE),
             )(state, config)
             verdict = _node.stamp(loop, config).verdict
@@ -302,7 +298,7 @@ def create_retry_finish(
 
     def finish(state: Any, config: RunnableConfig) -> dict[str, Any]:
         decision = _decide(state, config, policy, messages_key)
-        messages = _messages(state, messages_key)
+        messages = state_messages(state, messages_key)
         log = (state.get("guard_log") if isinstance(state, dict) else None) or []
         # ToolCallGuard already logged this failure's decision: record it once
         last = log[-1] if log else None

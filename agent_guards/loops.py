@@ -50,6 +50,7 @@ from langgraph.types import Command, interrupt
 
 from . import _node
 from ._loop_core import PATTERNS, LoopPolicy, detect_loop
+from ._node import state_messages
 from ._signatures import call_signature, normalize_result
 from ._stopping import answer_pending, final_message, partial_results
 from ._tool_guard import ToolCallGuard
@@ -98,11 +99,6 @@ class LoopState(GuardState, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
 
 
-def _messages(state: Any, key: str) -> list[Any]:
-    value = state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
-    return list(value or ())
-
-
 def _check(policy: LoopPolicy | None) -> LoopPolicy:
     policy = LoopPolicy() if policy is None else policy
     if not isinstance(policy, LoopPolicy):
@@ -115,7 +111,7 @@ def _decide(state: Any, config: RunnableConfig, policy: LoopPolicy, key: str) ->
         return _node.invalid_input(GUARD, err, policy=policy.label, verdict=Verdict.CONTINUE)
 
     def core(s: Any, _c: RunnableConfig) -> GuardDecision:
-        return detect_loop(_messages(s, key), policy=policy)
+        return detect_loop(state_messages(s, key), policy=policy)
 
     return _node.stamp(_node.guarded(core, on_invalid)(state, config), config)
 
@@ -220,7 +216,7 @@ def create_loop_stop(
 
     def stop(state: Any, config: RunnableConfig) -> dict[str, Any]:
         decision = _decide(state, config, policy, messages_key)
-        return _stop_update(decision, _messages(state, messages_key), messages_key)
+        return _stop_update(decision, state_messages(state, messages_key), messages_key)
 
     return _node.runnable("loop_stop", stop)
 

@@ -40,8 +40,8 @@ from ._memory_model import (
     MemoryRecord,
     MemoryVerdict,
 )
-from ._memory_node import MemoryNode, get_key
-from ._node import runnable
+from ._memory_node import MemoryNode
+from ._node import runnable, state_value
 from .memory_store import memory_namespace
 from .types import GuardState
 
@@ -165,7 +165,7 @@ class LLMFactExtractor:
         self.prompt = prompt
 
     def _input(self, state: Any) -> list[BaseMessage] | None:
-        messages = get_key(state, self.messages_key) or []
+        messages = state_value(state, self.messages_key) or []
         last = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
         return None if last is None else [SystemMessage(self.prompt), last]
 
