@@ -48,6 +48,7 @@ __all__ = [
     "RetryRoute",
     "Usage",
     "Verdict",
+    "delta_channel",
     "delta_log",
     "keep_last",
     "merge_usage",
@@ -239,9 +240,54 @@ def keep_last(n: int = DEFAULT_LOG_SIZE) -> Callable[[list[Any] | None, Any], li
     return reduce
 
 
+def delta_channel(reducer: Callable[[Any, Any], Any], *, snapshot_frequency: int = 100) -> Any:
+    """Make any reducer ``(current, update) -> new`` a channel that checkpoints only what
+    each step writes (LangGraph's beta ``DeltaChannel``), not the whole value again.
+
+    With a plain reducer channel SqliteSaver copies the whole value into every checkpoint,
+    so a value that grows with the run makes the run's storage quadratic. A delta channel
+    stores each step's writes plus a full snapshot every ``snapshot_frequency`` updates;
+    reading a past state replays at most that many writes onto the last snapshot (LangGraph
+    does it in ``get_state`` / ``get_state_history``; raw ``channel_values`` lack the value).
+
+    The reducer must be deterministic and batching-invariant: folding two batches of
+    updates one after the other must equal folding them in one go (upserts such as
+    :func:`~agent_guards.merge_evidence` or ``merge_plans`` and bounded appends such as
+    :func:`keep_last` are). Falls back to the plain ``reducer`` on LangGraph versions
+    without ``DeltaChannel``.
+
+    Use it as ``plans: Annotated[list[PlanVersion], delta_channel(merge_plans)]``.
+
+    Example:
+        >>> from typing import Annotated, TypedDict
+        >>> from langgraph.graph import StateGraph
+        >>> from agent_guards import delta_channel, merge_usage
+        >>> class State(TypedDict):
+        ...     usage: Annotated[dict, delta_channel(merge_usage)]
+        >>> g = StateGraph(State).add_node("count", lambda s: {"usage": {"steps": 1}})
+        >>> g.set_entry_point("count").compile().invoke({"usage": {"steps": 2}})
+        {'usage': {'steps': 3}}
+    """
+    if not callable(reducer):
+        raise TypeError(f"delta_channel(reducer) needs a callable, got {reducer!r}")
+    try:
+        from langgraph.channels.delta import DeltaChannel
+    except ImportError:  # pragma: no cover - LangGraph < 1.2
+        return reducer
+
+    def reduce_batch(current: Any, writes: Any) -> Any:
+        value = current
+        for update in writes:
+            value = reducer(value, update)
+        return value
+
+    reduce_batch.__name__ = f"delta_{getattr(reducer, '__name__', 'reducer')}"
+    return DeltaChannel(reduce_batch, list, snapshot_frequency=snapshot_frequency)
+
+
 def delta_log(n: int = DEFAULT_LOG_SIZE, *, snapshot_frequency: int = 100) -> Any:
     """A ``guard_log`` channel that checkpoints only what each step adds (LangGraph's beta
-    ``DeltaChannel``), keeping the last ``n`` decisions.
+    ``DeltaChannel``, via :func:`delta_channel`), keeping the last ``n`` decisions.
 
     ``keep_last`` makes SqliteSaver copy the whole log (up to ``n`` decisions, ~0.5 KB
     each) into every checkpoint; with ``delta_log`` a step writes its new decisions only,
@@ -260,19 +306,7 @@ def delta_log(n: int = DEFAULT_LOG_SIZE, *, snapshot_frequency: int = 100) -> An
         >>> g.set_entry_point("log").compile().invoke({"guard_log": []})
         {'guard_log': ['b', 'c']}
     """
-    reduce = keep_last(n)
-    try:
-        from langgraph.channels.delta import DeltaChannel
-    except ImportError:  # pragma: no cover - LangGraph < 1.2
-        return reduce
-
-    def reduce_batch(current: list[Any] | None, writes: Any) -> list[Any]:
-        items = list(current or ())
-        for update in writes:
-            items = reduce(items, update)
-        return items
-
-    return DeltaChannel(reduce_batch, list, snapshot_frequency=snapshot_frequency)
+    return delta_channel(keep_last(n), snapshot_frequency=snapshot_frequency)
 
 
 USAGE_COUNTERS: tuple[str, ...] = ("steps", "replans", "tool_calls", "model_calls", "tokens")

@@ -187,7 +187,7 @@ def checkpoint_growth(quick: bool) -> list[dict[str, Any]]:
             "name": f"bytes per super-step, step {at[-1]} / step {at[0]}",
             "value": round(mean[at[-1]] / mean[at[0]], 2),
             "unit": "x",
-            "note": "~1 = flat; guard_log is a delta channel, the plan (~0.3 KB/step) is rewritten",
+            "note": "~1 = flat; guard_log, plans and evidence are delta channels",
         }
     )
     return rows

@@ -24,9 +24,12 @@ from agent_guards import (
     MemoryState,
     PlannerPolicy,
     PlanState,
+    PlanVersion,
     RetryRouterPolicy,
+    delta_channel,
     delta_log,
     merge_evidence,
+    merge_plans,
     recursion_limit_for,
 )
 
@@ -39,10 +42,13 @@ SUPERSTEPS_PER_STEP = 4
 class PlanExecuteState(MessagesState, PlanState, EvidenceState, MemoryState, ContextState):
     """Conversation, plan versions, evidence, memories and the guard channels."""
 
-    # Two channels get other reducers than their mixins give them (LangGraph reads the
-    # most derived annotation): the log writes deltas, evidence accumulates across steps.
+    # Three channels get other channels than their mixins give them (LangGraph reads the
+    # most derived annotation): the log, the plan versions and the evidence (which
+    # accumulates across steps) are delta channels, so a checkpoint stores what a step
+    # wrote, not the whole value again (a long plan would make the run's storage O(N^2)).
     guard_log: Annotated[list[GuardDecision], delta_log()]  # type: ignore[misc]
-    evidence: Annotated[list[Evidence], merge_evidence]  # type: ignore[misc]
+    plans: Annotated[list[PlanVersion], delta_channel(merge_plans)]  # type: ignore[misc]
+    evidence: Annotated[list[Evidence], delta_channel(merge_evidence)]  # type: ignore[misc]
     step_messages: Annotated[list[AnyMessage], add_messages]
     current_step: str | None
     replan_trigger: str | None

@@ -22,6 +22,16 @@ case is a regression case.
 * retry_router: the messages after the tools node, one case per failed call. Expect: route,
   kind, reason.
 
+Delta channels (``delta_log()``, :func:`~agent_guards.delta_channel`, LangGraph's beta
+``DeltaChannel``) keep no full value in most checkpoints. Pass ``graph=`` (the compiled graph)
+and each state is read through ``graph.get_state_history``, which replays them with the
+graph's own reducers. Without it, the channels the drafter reads are rebuilt from the
+checkpointer: the value stored in the checkpoint (a snapshot or a plain value) or else the
+parent's value plus the writes stored with the parent, as LangGraph's
+``BaseCheckpointSaver.get_delta_channel_history`` does; ``plans``, ``evidence``,
+``guard_log`` and ``messages`` replay with this package's reducers (``merge_plans``,
+``merge_evidence``, ``keep_last``, ``add_messages``), other channels need ``reducers=``.
+
 The run's config is read from the checkpoint metadata (LangGraph copies ``configurable``
 values there): ``principal`` and ``agent_guards_now``. Other guards' decisions
 (context_guard, budgets) are skipped and counted. Node options that are not in state are not
@@ -33,26 +43,96 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+from .._evidence_io import merge_evidence
+from .._plan_node import merge_plans
 from ..serde import guard_serializer, serde_allowlist
+from ..types import DEFAULT_LOG_SIZE, delta_channel, keep_last
 from ._drafts import DEFAULT_KEYS, Drafter, new_decisions, written_decisions
 from .cases import Case
 
 __all__ = ["DEFAULT_KEYS", "cases_from_thread", "draft_cases", "open_checkpointer", "write_cases"]
 
 
-def _root_tuples(checkpointer: Any, thread_id: str) -> list[Any]:
-    saver = checkpointer
-    if hasattr(saver, "with_allowlist"):
-        saver = saver.with_allowlist(serde_allowlist())
+def _saver(checkpointer: Any) -> Any:
+    if hasattr(checkpointer, "with_allowlist"):
+        return checkpointer.with_allowlist(serde_allowlist())
+    return checkpointer
+
+
+def _root_tuples(saver: Any, thread_id: str) -> list[Any]:
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     tuples = list(saver.list(config))
     tuples.reverse()  # oldest first
     return tuples
+
+
+def _checkpoint_id(config: Any) -> Any:
+    return ((config or {}).get("configurable") or {}).get("checkpoint_id")
+
+
+def _default_reducers(keys: Mapping[str, str]) -> dict[str, Callable[[Any, Any], Any]]:
+    from langgraph.graph.message import add_messages
+
+    named = {"plans": merge_plans, "evidence": merge_evidence, "messages": add_messages}
+    out: dict[str, Callable[[Any, Any], Any]] = {"guard_log": keep_last(DEFAULT_LOG_SIZE)}
+    for logical, reducer in named.items():
+        out[keys.get(logical, DEFAULT_KEYS[logical])] = reducer
+    return out
+
+
+def _graph_values(graph: Any, saver: Any, thread_id: str) -> dict[Any, dict[str, Any]]:
+    """Checkpoint id -> state values, read through the graph (it replays delta channels)."""
+    if getattr(graph, "checkpointer", None) in (None, False, True):
+        graph = graph.copy(update={"checkpointer": saver})
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    return {
+        _checkpoint_id(snap.config): dict(snap.values or {})
+        for snap in graph.get_state_history(config)
+    }
+
+
+def _replayed_values(
+    saver: Any, tuples: list[Any], reducers: Mapping[str, Callable[[Any, Any], Any]]
+) -> dict[Any, dict[str, Any]]:
+    """Checkpoint id -> channel values, with the channels in ``reducers`` rebuilt.
+
+    A delta channel is absent from most checkpoints' ``channel_values``: its value is the
+    nearest stored one (a snapshot every N updates) plus the writes stored since. Walking
+    the thread oldest first, each checkpoint's value is the parent's plus the writes stored
+    with the parent (one step of ``get_delta_channel_history``); a checkpoint whose parent
+    is not in ``tuples`` asks the checkpointer for the whole history.
+    """
+    specs = {ch: delta_channel(r) for ch, r in reducers.items()}
+    specs = {ch: spec for ch, spec in specs.items() if hasattr(spec, "replay_writes")}
+    by_id = {_checkpoint_id(t.config): t for t in tuples}
+    out: dict[Any, dict[str, Any]] = {}
+    for t in tuples:
+        cp = t.checkpoint
+        stored = cp.get("channel_values") or {}
+        values = dict(stored)
+        parent_id = _checkpoint_id(t.parent_config)
+        parent = by_id.get(parent_id)
+        for ch, spec in specs.items():
+            if ch in stored:
+                channel = spec.from_checkpoint(stored[ch])  # a snapshot or a plain value
+            elif ch not in (cp.get("channel_versions") or {}):
+                continue  # never written
+            elif parent is not None and parent.pending_writes is not None:
+                before = out.get(parent_id, {})
+                channel = spec.from_checkpoint(before.get(ch))
+                channel.replay_writes([w for w in parent.pending_writes if w[1] == ch])
+            else:
+                history = saver.get_delta_channel_history(config=t.config, channels=[ch])[ch]
+                channel = spec.from_checkpoint(history.get("seed"))
+                channel.replay_writes(history["writes"])
+            values[ch] = channel.get()
+        out[_checkpoint_id(t.config)] = values
+    return out
 
 
 def draft_cases(
@@ -63,22 +143,31 @@ def draft_cases(
     principal: Any = None,
     store: Any = None,
     keys: Mapping[str, str] | None = None,
+    graph: Any = None,
+    reducers: Mapping[str, Callable[[Any, Any], Any]] | None = None,
 ) -> tuple[list[Case], dict[str, int]]:
     """Like :func:`cases_from_thread`, also returning the skipped decisions per guard."""
-    tuples = _root_tuples(checkpointer, thread_id)
+    saver = _saver(checkpointer)
+    tuples = _root_tuples(saver, thread_id)
     if not tuples:
         raise ValueError(f"thread {thread_id!r} has no checkpoints in this checkpointer")
+    if graph is not None:
+        states = _graph_values(graph, saver, thread_id)
+    else:
+        states = _replayed_values(
+            saver, tuples, {**_default_reducers(keys or {}), **(reducers or {})}
+        )
     children: dict[str, Any] = {}
     for t in tuples:
-        parent_id = ((t.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
+        parent_id = _checkpoint_id(t.parent_config)
         if parent_id is not None:
             children.setdefault(parent_id, t)  # the first run from it (a fork comes later)
     drafter = Drafter(thread_id, slice, keys or {}, principal, store)
     for parent in tuples:
         pid = parent.config["configurable"]["checkpoint_id"]
         child = children.get(pid)
-        before = parent.checkpoint.get("channel_values") or {}
-        after = child.checkpoint.get("channel_values") or {} if child is not None else before
+        before = states.get(pid) or {}
+        after = states.get(child.config["configurable"]["checkpoint_id"]) or {} if child else before
         if parent.pending_writes is not None:
             new = written_decisions(parent.pending_writes)
         elif child is not None:
@@ -101,6 +190,8 @@ def cases_from_thread(
     principal: Any = None,
     store: Any = None,
     keys: Mapping[str, str] | None = None,
+    graph: Any = None,
+    reducers: Mapping[str, Callable[[Any, Any], Any]] | None = None,
 ) -> list[Case]:
     """Draft regression cases from the guard decisions recorded in a thread.
 
@@ -112,6 +203,10 @@ def cases_from_thread(
             metadata (the run's ``configurable``).
         store: The graph's store, to rebuild memory_resolve inputs from stored memories.
         keys: State key overrides (see :data:`DEFAULT_KEYS`), for nodes built with other keys.
+        graph: The compiled graph that wrote the thread: states are then read with its
+            ``get_state_history`` (delta channels replayed with its own reducers).
+        reducers: Without ``graph``, reducers for delta channels other than ``plans``,
+            ``evidence``, ``guard_log`` and ``messages`` (channel name -> reducer).
 
     Returns:
         One case per rebuildable decision, in the order they were made.
@@ -120,7 +215,14 @@ def cases_from_thread(
         ValueError: the thread has no checkpoints.
     """
     cases, _ = draft_cases(
-        checkpointer, thread_id, slice=slice, principal=principal, store=store, keys=keys
+        checkpointer,
+        thread_id,
+        slice=slice,
+        principal=principal,
+        store=store,
+        keys=keys,
+        graph=graph,
+        reducers=reducers,
     )
     return cases
 

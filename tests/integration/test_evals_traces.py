@@ -307,3 +307,39 @@ def test_cases_from_a_postgres_thread(postgres_url: str) -> None:
         record_threads(saver.with_allowlist([]), store)
         check_drafts(saver, store)
     assert eval_cli(["--from-thread", "tools", "--db", postgres_url, "--out", "/dev/null"]) == 0
+
+
+@pytest.mark.parametrize("name", ["procurement_threshold", "planner_loop"])
+def test_cases_from_a_reference_graph_thread_with_delta_channels(tmp_path: Path, name: str) -> None:
+    """plans and evidence are delta channels in the reference graph: most checkpoints hold
+    no value for them, the drafter rebuilds it (from the writes, or through the graph)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.store.memory import InMemoryStore
+
+    from graphs.plan_execute import build_graph
+    from graphs.scenarios import SCENARIOS, run_scenario
+
+    scenario = SCENARIOS[name]
+    store = InMemoryStore()
+    with closing(sqlite3.connect(str(tmp_path / "ref.sqlite"), check_same_thread=False)) as conn:
+        saver = SqliteSaver(conn, serde=guard_serializer())
+        run_scenario(scenario, saver, store, thread_id=name)
+        raw = [
+            t.checkpoint["channel_values"]
+            for t in saver.list({"configurable": {"thread_id": name}})
+        ]
+        assert any("plans" not in values for values in raw)  # a delta channel, not copied
+        cases = cases_from_thread(saver, name, store=store)
+        graph = build_graph(
+            scenario.script().model(), scenario.tools(), policies=scenario.policies, store=store
+        )
+        via_graph = cases_from_thread(saver, name, store=store, graph=graph)
+    assert [c.to_dict() for c in via_graph] == [c.to_dict() for c in cases]
+    planner = [c for c in cases if c.kind == "planner"]
+    evidence = [c for c in cases if c.kind == "evidence"]
+    assert planner and evidence
+    assert all(c.input["versions"] for c in planner)
+    assert all(c.input["items"] for c in evidence)
+    if name == "planner_loop":  # each replan is judged against every earlier version
+        assert [len(c.input["versions"]) for c in planner] == [1, 2, 3, 4]
+    assert run_cases(planner + evidence).failed == []
