@@ -244,9 +244,10 @@ class Drafter:
     ) -> None:
         n = len(self.cases) + 1
         case_id = f"{self.thread_id}-{n:03d}-{d.guard}"
+        recorded = f" Recorded under {d.policy}: replay it under that policy." if d.policy else ""
         note = (
             f"Drafted from thread {self.thread_id!r}, {where}: {d.guard} {d.verdict.value} "
-            f"({d.reason}). {d.detail} Edit expect to what it should have decided."
+            f"({d.reason}). {d.detail}{recorded} Edit expect to what it should have decided."
         )
         self.cases.append(Case(case_id, self.slice, kind, data, expect, note=note.strip()))
 
