@@ -4,363 +4,286 @@ Prebuilt nodes and conditional edges that decide from structured data when an ag
 should answer, clarify, abstain, retry, replan, reuse a result or stop, and record every
 decision as a :class:`GuardDecision` in state and in the trace.
 
-The ``create_agent`` middleware (``LoopGuardMiddleware``, ``RetryRouterMiddleware``,
-``GuardAgentState``) is loaded on first use, because it imports ``langchain`` (the
-``agents`` extra).
+This module holds the names a user writes in the first hour; each loads on first use
+(PEP 562), so ``import agent_guards`` imports nothing heavy. Everything else lives in its
+guard's package: ``agent_guards.evidence_resolve``, ``memory_resolve``, ``planner_gate``,
+``loop_check``, ``retry_router``, ``context_guard``, the shared ``tool_guard`` wrapper,
+the LangGraph-free ``core``, and ``middleware`` for ``create_agent`` (the ``agents`` extra).
+
+Example:
+    >>> import agent_guards
+    >>> agent_guards.Verdict.STOP.value, "fit_context" in agent_guards.__all__
+    ('stop', True)
 """
 
-from typing import Any
+from __future__ import annotations
 
-from agent_guards.budget import (
-    AllOf,
-    AnyOf,
-    Budget,
-    Deadline,
-    MaxModelCalls,
-    MaxReplans,
-    MaxSteps,
-    MaxTokens,
-    MaxToolCalls,
-    StopCondition,
-    StopReason,
-    recursion_limit_for,
-)
-from agent_guards.context import (
-    DEFAULT_INJECTION_PATTERNS,
-    INJECTION_FLAG,
-    ArchiveRecord,
-    ContextBudgetError,
-    ContextPolicy,
-    ContextState,
-    ContextVerdict,
-    InjectionPolicy,
-    create_archive_reader_tool,
-    create_context_guard,
-    fit_context,
-    flag_evidence,
-    pin_message,
-    quote_untrusted,
-    scan_injection,
-    with_summary_text,
-)
-from agent_guards.errors import (
-    AgentGuardError,
-    BudgetExceeded,
-    CircuitOpen,
-    GuardTripped,
-    InvalidInputError,
-    LoopDetected,
-    ToolFailure,
-)
-from agent_guards.evidence import (
-    DEFAULT_SOURCE_WEIGHTS,
-    EVIDENCE_STATUSES,
-    ClaimVerdict,
-    Evidence,
-    EvidencePolicy,
-    EvidenceQuery,
-    EvidenceState,
-    EvidenceVerdict,
-    add_evidence_resolve,
-    coerce_evidence,
-    create_evidence_resolve,
-    create_evidence_route,
-    evidence_from_messages,
-    merge_evidence,
-    normalize_value,
-    resolve_evidence,
-)
-from agent_guards.failures import (
-    AmbiguousInput,
-    Backoff,
-    BreakerState,
-    CircuitBreaker,
-    EmptyResult,
-    Failure,
-    FailureKind,
-    InvalidArgsError,
-    PermissionDenied,
-    PreconditionFailed,
-    QuotaExceeded,
-    RetryRouterPolicy,
-    RetryState,
-    SafetyViolation,
-    TransientToolError,
-    add_retry_router,
-    classify_failure,
-    create_retry_finish,
-    create_retry_router,
-    decide_failure,
-    describe_failure,
-    failure_artifact,
-    failure_message,
-    failure_of,
-    finish_messages,
-    kind_for_status,
-    route_failures,
-)
-from agent_guards.loops import (
-    LoopPolicy,
-    LoopState,
-    ToolCallGuard,
-    add_loop_check,
-    add_loop_nodes,
-    answer_pending,
-    call_signature,
-    create_loop_check,
-    create_loop_escalate,
-    create_loop_nudge,
-    create_loop_stop,
-    detect_loop,
-    normalize_result,
-    nudge_text,
-    partial_results,
-)
-from agent_guards.memory import (
-    DEFAULT_SOURCE_RANKS,
-    MEMORY_SOURCES,
-    MEMORY_STATUSES,
-    LLMFactExtractor,
-    MemoryFact,
-    MemoryPolicy,
-    MemoryRecord,
-    MemoryState,
-    MemoryVerdict,
-    create_memory_resolve,
-    format_memories,
-    resolve_memory,
-)
-from agent_guards.memory_store import (
-    aconfirm_memory,
-    aload_memories,
-    asave_memories,
-    confirm_memory,
-    load_memories,
-    memory_namespace,
-    namespace_label,
-    save_memories,
-)
-from agent_guards.planning import (
-    Approval,
-    Goal,
-    PlannerPolicy,
-    PlanState,
-    PlanStatus,
-    PlanStep,
-    PlanTrigger,
-    PlanVersion,
-    RiskLevel,
-    StepStatus,
-    add_planner_gate,
-    carry_over,
-    create_planner_gate,
-    current_plan,
-    gate_plan,
-    mark_step,
-    merge_plans,
-    missing_constraints,
-    needs_approval,
-    next_step,
-    plan_similarity,
-    progress_update,
-    request_approval,
-    runnable_steps,
-)
-from agent_guards.serde import GUARD_STATE_TYPES, guard_serializer, serde_allowlist
-from agent_guards.tracing import (
-    attach_decision,
-    decision_metadata,
-    decision_tags,
-)
-from agent_guards.types import (
-    ContextRoute,
-    EvidenceRoute,
-    GuardDecision,
-    GuardState,
-    LoopRoute,
-    PlannerRoute,
-    RetryRoute,
-    Usage,
-    Verdict,
-    delta_channel,
-    delta_log,
-    keep_last,
-    merge_usage,
-    now_from_config,
-    parse_verdict,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
 
-_MIDDLEWARE = ("GuardAgentState", "LoopGuardMiddleware", "RetryRouterMiddleware")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MIDDLEWARE:
-        from agent_guards import middleware
-
-        return getattr(middleware, name)
-    raise AttributeError(f"module 'agent_guards' has no attribute {name!r}")
-
+_SOURCES: dict[str, str] = {
+    "create_evidence_resolve": "evidence_resolve",
+    "add_evidence_resolve": "evidence_resolve",
+    "resolve_evidence": "evidence_resolve",
+    "EvidencePolicy": "evidence_resolve",
+    "EvidenceState": "evidence_resolve",
+    "Evidence": "evidence_resolve",
+    "create_memory_resolve": "memory_resolve",
+    "resolve_memory": "memory_resolve",
+    "MemoryPolicy": "memory_resolve",
+    "MemoryState": "memory_resolve",
+    "MemoryRecord": "memory_resolve",
+    "create_planner_gate": "planner_gate",
+    "add_planner_gate": "planner_gate",
+    "gate_plan": "planner_gate",
+    "PlannerPolicy": "planner_gate",
+    "PlanState": "planner_gate",
+    "PlanVersion": "planner_gate",
+    "PlanStep": "planner_gate",
+    "create_loop_check": "loop_check",
+    "add_loop_check": "loop_check",
+    "detect_loop": "loop_check",
+    "LoopPolicy": "loop_check",
+    "LoopState": "loop_check",
+    "create_retry_router": "retry_router",
+    "add_retry_router": "retry_router",
+    "classify_failure": "retry_router",
+    "RetryRouterPolicy": "retry_router",
+    "RetryState": "retry_router",
+    "FailureKind": "retry_router",
+    "CircuitBreaker": "retry_router",
+    "create_context_guard": "context_guard",
+    "fit_context": "context_guard",
+    "ContextPolicy": "context_guard",
+    "ContextState": "context_guard",
+    "ToolCallGuard": "tool_guard",
+    "GuardState": "core",
+    "GuardDecision": "core",
+    "Verdict": "core",
+    "AgentGuardError": "core",
+    "Budget": "budget",
+    "MaxSteps": "budget",
+    "MaxReplans": "budget",
+    "MaxToolCalls": "budget",
+    "MaxModelCalls": "budget",
+    "MaxTokens": "budget",
+    "Deadline": "budget",
+    "guard_serializer": "serde",
+    "LoopGuardMiddleware": "middleware",
+    "RetryRouterMiddleware": "middleware",
+}
+"""Where each top-level name lives: ``agent_guards.<package>``."""
 
 __all__ = [
-    "DEFAULT_INJECTION_PATTERNS",
-    "DEFAULT_SOURCE_RANKS",
-    "DEFAULT_SOURCE_WEIGHTS",
-    "EVIDENCE_STATUSES",
-    "GUARD_STATE_TYPES",
-    "INJECTION_FLAG",
-    "MEMORY_SOURCES",
-    "MEMORY_STATUSES",
     "AgentGuardError",
-    "AllOf",
-    "AmbiguousInput",
-    "AnyOf",
-    "Approval",
-    "ArchiveRecord",
-    "Backoff",
-    "BreakerState",
     "Budget",
-    "BudgetExceeded",
     "CircuitBreaker",
-    "CircuitOpen",
-    "ClaimVerdict",
-    "ContextBudgetError",
     "ContextPolicy",
-    "ContextRoute",
     "ContextState",
-    "ContextVerdict",
     "Deadline",
-    "EmptyResult",
     "Evidence",
     "EvidencePolicy",
-    "EvidenceQuery",
-    "EvidenceRoute",
     "EvidenceState",
-    "EvidenceVerdict",
-    "Failure",
     "FailureKind",
-    "Goal",
-    "GuardAgentState",
     "GuardDecision",
     "GuardState",
-    "GuardTripped",
-    "InjectionPolicy",
-    "InvalidArgsError",
-    "InvalidInputError",
-    "LLMFactExtractor",
-    "LoopDetected",
     "LoopGuardMiddleware",
     "LoopPolicy",
-    "LoopRoute",
     "LoopState",
     "MaxModelCalls",
     "MaxReplans",
     "MaxSteps",
     "MaxTokens",
     "MaxToolCalls",
-    "MemoryFact",
     "MemoryPolicy",
     "MemoryRecord",
     "MemoryState",
-    "MemoryVerdict",
-    "PermissionDenied",
     "PlanState",
-    "PlanStatus",
     "PlanStep",
-    "PlanTrigger",
     "PlanVersion",
     "PlannerPolicy",
-    "PlannerRoute",
-    "PreconditionFailed",
-    "QuotaExceeded",
-    "RetryRoute",
     "RetryRouterMiddleware",
     "RetryRouterPolicy",
     "RetryState",
-    "RiskLevel",
-    "SafetyViolation",
-    "StepStatus",
-    "StopCondition",
-    "StopReason",
     "ToolCallGuard",
-    "ToolFailure",
-    "TransientToolError",
-    "Usage",
     "Verdict",
-    "aconfirm_memory",
     "add_evidence_resolve",
     "add_loop_check",
-    "add_loop_nodes",
     "add_planner_gate",
     "add_retry_router",
-    "aload_memories",
-    "answer_pending",
-    "asave_memories",
-    "attach_decision",
-    "call_signature",
-    "carry_over",
     "classify_failure",
-    "coerce_evidence",
-    "confirm_memory",
-    "create_archive_reader_tool",
     "create_context_guard",
     "create_evidence_resolve",
-    "create_evidence_route",
     "create_loop_check",
-    "create_loop_escalate",
-    "create_loop_nudge",
-    "create_loop_stop",
     "create_memory_resolve",
     "create_planner_gate",
-    "create_retry_finish",
     "create_retry_router",
-    "current_plan",
-    "decide_failure",
-    "decision_metadata",
-    "decision_tags",
-    "delta_channel",
-    "delta_log",
-    "describe_failure",
     "detect_loop",
-    "evidence_from_messages",
-    "failure_artifact",
-    "failure_message",
-    "failure_of",
-    "finish_messages",
     "fit_context",
-    "flag_evidence",
-    "format_memories",
     "gate_plan",
     "guard_serializer",
-    "keep_last",
-    "kind_for_status",
-    "load_memories",
-    "mark_step",
-    "memory_namespace",
-    "merge_evidence",
-    "merge_plans",
-    "merge_usage",
-    "missing_constraints",
-    "namespace_label",
-    "needs_approval",
-    "next_step",
-    "normalize_result",
-    "normalize_value",
-    "now_from_config",
-    "nudge_text",
-    "parse_verdict",
-    "partial_results",
-    "pin_message",
-    "plan_similarity",
-    "progress_update",
-    "quote_untrusted",
-    "recursion_limit_for",
-    "request_approval",
     "resolve_evidence",
     "resolve_memory",
-    "route_failures",
-    "runnable_steps",
-    "save_memories",
-    "scan_injection",
-    "serde_allowlist",
-    "with_summary_text",
 ]
+
+if TYPE_CHECKING:
+    from agent_guards.budget import (
+        Budget as Budget,
+    )
+    from agent_guards.budget import (
+        Deadline as Deadline,
+    )
+    from agent_guards.budget import (
+        MaxModelCalls as MaxModelCalls,
+    )
+    from agent_guards.budget import (
+        MaxReplans as MaxReplans,
+    )
+    from agent_guards.budget import (
+        MaxSteps as MaxSteps,
+    )
+    from agent_guards.budget import (
+        MaxTokens as MaxTokens,
+    )
+    from agent_guards.budget import (
+        MaxToolCalls as MaxToolCalls,
+    )
+    from agent_guards.context_guard import (
+        ContextPolicy as ContextPolicy,
+    )
+    from agent_guards.context_guard import (
+        ContextState as ContextState,
+    )
+    from agent_guards.context_guard import (
+        create_context_guard as create_context_guard,
+    )
+    from agent_guards.context_guard import (
+        fit_context as fit_context,
+    )
+    from agent_guards.core import (
+        AgentGuardError as AgentGuardError,
+    )
+    from agent_guards.core import (
+        GuardDecision as GuardDecision,
+    )
+    from agent_guards.core import (
+        GuardState as GuardState,
+    )
+    from agent_guards.core import (
+        Verdict as Verdict,
+    )
+    from agent_guards.evidence_resolve import (
+        Evidence as Evidence,
+    )
+    from agent_guards.evidence_resolve import (
+        EvidencePolicy as EvidencePolicy,
+    )
+    from agent_guards.evidence_resolve import (
+        EvidenceState as EvidenceState,
+    )
+    from agent_guards.evidence_resolve import (
+        add_evidence_resolve as add_evidence_resolve,
+    )
+    from agent_guards.evidence_resolve import (
+        create_evidence_resolve as create_evidence_resolve,
+    )
+    from agent_guards.evidence_resolve import (
+        resolve_evidence as resolve_evidence,
+    )
+    from agent_guards.loop_check import (
+        LoopPolicy as LoopPolicy,
+    )
+    from agent_guards.loop_check import (
+        LoopState as LoopState,
+    )
+    from agent_guards.loop_check import (
+        add_loop_check as add_loop_check,
+    )
+    from agent_guards.loop_check import (
+        create_loop_check as create_loop_check,
+    )
+    from agent_guards.loop_check import (
+        detect_loop as detect_loop,
+    )
+    from agent_guards.memory_resolve import (
+        MemoryPolicy as MemoryPolicy,
+    )
+    from agent_guards.memory_resolve import (
+        MemoryRecord as MemoryRecord,
+    )
+    from agent_guards.memory_resolve import (
+        MemoryState as MemoryState,
+    )
+    from agent_guards.memory_resolve import (
+        create_memory_resolve as create_memory_resolve,
+    )
+    from agent_guards.memory_resolve import (
+        resolve_memory as resolve_memory,
+    )
+    from agent_guards.middleware import (
+        LoopGuardMiddleware as LoopGuardMiddleware,
+    )
+    from agent_guards.middleware import (
+        RetryRouterMiddleware as RetryRouterMiddleware,
+    )
+    from agent_guards.planner_gate import (
+        PlannerPolicy as PlannerPolicy,
+    )
+    from agent_guards.planner_gate import (
+        PlanState as PlanState,
+    )
+    from agent_guards.planner_gate import (
+        PlanStep as PlanStep,
+    )
+    from agent_guards.planner_gate import (
+        PlanVersion as PlanVersion,
+    )
+    from agent_guards.planner_gate import (
+        add_planner_gate as add_planner_gate,
+    )
+    from agent_guards.planner_gate import (
+        create_planner_gate as create_planner_gate,
+    )
+    from agent_guards.planner_gate import (
+        gate_plan as gate_plan,
+    )
+    from agent_guards.retry_router import (
+        CircuitBreaker as CircuitBreaker,
+    )
+    from agent_guards.retry_router import (
+        FailureKind as FailureKind,
+    )
+    from agent_guards.retry_router import (
+        RetryRouterPolicy as RetryRouterPolicy,
+    )
+    from agent_guards.retry_router import (
+        RetryState as RetryState,
+    )
+    from agent_guards.retry_router import (
+        add_retry_router as add_retry_router,
+    )
+    from agent_guards.retry_router import (
+        classify_failure as classify_failure,
+    )
+    from agent_guards.retry_router import (
+        create_retry_router as create_retry_router,
+    )
+    from agent_guards.serde import (
+        guard_serializer as guard_serializer,
+    )
+    from agent_guards.tool_guard import (
+        ToolCallGuard as ToolCallGuard,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    package = _SOURCES.get(name)
+    if package is None:
+        raise AttributeError(f"module 'agent_guards' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"agent_guards.{package}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .errors import BudgetExceeded
+from agent_guards.core.errors import BudgetExceeded
 
 __all__ = [
     "AllOf",
@@ -49,7 +49,7 @@ class StopReason:
     """Why a stop condition tripped: a reason code, the limit, and the value that passed it.
 
     Example:
-        >>> from agent_guards import StopReason
+        >>> from agent_guards.budget import StopReason
         >>> reason = StopReason("max_tokens", limit=1000, value=1200)
         >>> print(reason)
         max_tokens: 1200 used, limit 1000
@@ -84,7 +84,8 @@ class StopCondition(ABC):
     """Base class: ``condition(state, now=None) -> StopReason | None``.
 
     Example:
-        >>> from agent_guards import MaxSteps, StopCondition, StopReason
+        >>> from agent_guards import MaxSteps
+        >>> from agent_guards.budget import StopCondition, StopReason
         >>> class NoSources(StopCondition):
         ...     def __call__(self, state, now=None):
         ...         return None if state.get("sources") else StopReason("no_sources")
@@ -135,7 +136,8 @@ class AnyOf(_Composite):
     """Stops when any condition stops; the first tripped condition's reason is returned.
 
     Example:
-        >>> from agent_guards import AnyOf, MaxSteps, MaxTokens
+        >>> from agent_guards.budget import AnyOf
+        >>> from agent_guards import MaxSteps, MaxTokens
         >>> stop = AnyOf(MaxSteps(10), MaxTokens(1000))
         >>> print(stop({"usage": {"steps": 3, "tokens": 1200}}))
         max_tokens: 1200 used, limit 1000
@@ -154,7 +156,8 @@ class AllOf(_Composite):
     """Stops only when every condition stops; the reasons are joined with ``&``.
 
     Example:
-        >>> from agent_guards import AllOf, MaxSteps, MaxTokens
+        >>> from agent_guards.budget import AllOf
+        >>> from agent_guards import MaxSteps, MaxTokens
         >>> stop = AllOf(MaxSteps(5), MaxTokens(800))
         >>> stop({"usage": {"steps": 5, "tokens": 100}}) is None
         True

@@ -10,23 +10,30 @@ types, so reads are quiet today and keep working when strict mode becomes the de
 Example:
     >>> from langgraph.checkpoint.memory import InMemorySaver
     >>> saver = InMemorySaver(serde=guard_serializer())
-    >>> ("agent_guards.types", "GuardDecision") in serde_allowlist()
+    >>> ("agent_guards.core.decision", "GuardDecision") in serde_allowlist()
     True
 """
 
-from __future__ import annotations
-
+from collections.abc import Callable
 from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ._evidence_model import ClaimVerdict, Evidence, EvidenceVerdict
-from ._memory_model import MemoryRecord, MemoryVerdict
-from ._plan_goal import Goal
-from ._plan_model import PlanStatus, PlanStep, PlanTrigger, PlanVersion, RiskLevel, StepStatus
-from .types import GuardDecision, Verdict
+from agent_guards.core.decision import GuardDecision, Verdict
+from agent_guards.core.state import DEFAULT_LOG_SIZE, keep_last
+from agent_guards.evidence_resolve.model import ClaimVerdict, Evidence, EvidenceVerdict
+from agent_guards.memory_resolve.model import MemoryRecord, MemoryVerdict
+from agent_guards.planner_gate.goal import Goal
+from agent_guards.planner_gate.model import (
+    PlanStatus,
+    PlanStep,
+    PlanTrigger,
+    PlanVersion,
+    RiskLevel,
+    StepStatus,
+)
 
-__all__ = ["GUARD_STATE_TYPES", "guard_serializer", "serde_allowlist"]
+__all__ = ["GUARD_STATE_TYPES", "delta_channel", "delta_log", "guard_serializer", "serde_allowlist"]
 
 GUARD_STATE_TYPES: tuple[type, ...] = (
     GuardDecision,
@@ -52,10 +59,10 @@ def serde_allowlist(*extra: type) -> list[tuple[str, str]]:
 
     Example:
         >>> from decimal import Decimal
-        >>> from agent_guards import serde_allowlist
+        >>> from agent_guards.serde import serde_allowlist
         >>> pairs = serde_allowlist(Decimal)
         >>> pairs[0], pairs[-1]
-        (('agent_guards.types', 'GuardDecision'), ('decimal', 'Decimal'))
+        (('agent_guards.core.decision', 'GuardDecision'), ('decimal', 'Decimal'))
     """
     return [(t.__module__, t.__name__) for t in (*GUARD_STATE_TYPES, *extra)]
 
@@ -77,3 +84,74 @@ def guard_serializer(*extra: type, **kwargs: Any) -> JsonPlusSerializer:
         ('msgpack', True)
     """
     return JsonPlusSerializer(allowed_msgpack_modules=serde_allowlist(*extra), **kwargs)
+
+
+def delta_channel(reducer: Callable[[Any, Any], Any], *, snapshot_frequency: int = 100) -> Any:
+    """Make any reducer ``(current, update) -> new`` a channel that checkpoints only what
+    each step writes (LangGraph's beta ``DeltaChannel``), not the whole value again.
+
+    With a plain reducer channel SqliteSaver copies the whole value into every checkpoint,
+    so a value that grows with the run makes the run's storage quadratic. A delta channel
+    stores each step's writes plus a full snapshot every ``snapshot_frequency`` updates;
+    reading a past state replays at most that many writes onto the last snapshot (LangGraph
+    does it in ``get_state`` / ``get_state_history``; raw ``channel_values`` lack the value).
+
+    The reducer must be deterministic and batching-invariant: folding two batches of
+    updates one after the other must equal folding them in one go (upserts such as
+    :func:`~agent_guards.merge_evidence` or ``merge_plans`` and bounded appends such as
+    :func:`keep_last` are). Falls back to the plain ``reducer`` on LangGraph versions
+    without ``DeltaChannel``.
+
+    Use it as ``plans: Annotated[list[PlanVersion], delta_channel(merge_plans)]``.
+
+    Example:
+        >>> from typing import Annotated, TypedDict
+        >>> from langgraph.graph import StateGraph
+        >>> from agent_guards.serde import delta_channel
+        >>> from agent_guards.core import merge_usage
+        >>> class State(TypedDict):
+        ...     usage: Annotated[dict, delta_channel(merge_usage)]
+        >>> g = StateGraph(State).add_node("count", lambda s: {"usage": {"steps": 1}})
+        >>> g.set_entry_point("count").compile().invoke({"usage": {"steps": 2}})
+        {'usage': {'steps': 3}}
+    """
+    if not callable(reducer):
+        raise TypeError(f"delta_channel(reducer) needs a callable, got {reducer!r}")
+    try:
+        from langgraph.channels.delta import DeltaChannel
+    except ImportError:  # pragma: no cover - LangGraph < 1.2
+        return reducer
+
+    def reduce_batch(current: Any, writes: Any) -> Any:
+        value = current
+        for update in writes:
+            value = reducer(value, update)
+        return value
+
+    reduce_batch.__name__ = f"delta_{getattr(reducer, '__name__', 'reducer')}"
+    return DeltaChannel(reduce_batch, list, snapshot_frequency=snapshot_frequency)
+
+
+def delta_log(n: int = DEFAULT_LOG_SIZE, *, snapshot_frequency: int = 100) -> Any:
+    """A ``guard_log`` channel that checkpoints only what each step adds (LangGraph's beta
+    ``DeltaChannel``, via :func:`delta_channel`), keeping the last ``n`` decisions.
+
+    ``keep_last`` makes SqliteSaver copy the whole log (up to ``n`` decisions, ~0.5 KB
+    each) into every checkpoint; with ``delta_log`` a step writes its new decisions only,
+    plus a full snapshot every ``snapshot_frequency`` updates, so bytes per step stay flat
+    however long the run. Reading a past state replays at most ``snapshot_frequency``
+    writes. Falls back to :func:`keep_last` on LangGraph versions without ``DeltaChannel``.
+
+    Use it as ``guard_log: Annotated[list[GuardDecision], delta_log()]``.
+
+    Example:
+        >>> from typing import Annotated, TypedDict
+        >>> from langgraph.graph import StateGraph
+        >>> from agent_guards.serde import delta_log
+        >>> class State(TypedDict):
+        ...     guard_log: Annotated[list, delta_log(2)]
+        >>> g = StateGraph(State).add_node("log", lambda s: {"guard_log": ["a", "b", "c"]})
+        >>> g.set_entry_point("log").compile().invoke({"guard_log": []})
+        {'guard_log': ['b', 'c']}
+    """
+    return delta_channel(keep_last(n), snapshot_frequency=snapshot_frequency)

@@ -6,7 +6,7 @@ Studio show *why* a run answered, clarified or stopped. Outside a traced run thi
 no-op that costs one context-variable lookup.
 
 Example:
-    >>> from agent_guards.types import GuardDecision, Verdict
+    >>> from agent_guards.core import GuardDecision, Verdict
     >>> d = GuardDecision(guard="loop_check", verdict=Verdict.NUDGE, reason="repeated_call")
     >>> decision_metadata([d])["guard_verdicts"]
     {'loop_check': 'nudge'}
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .types import GuardDecision
+from agent_guards.core.decision import GuardDecision
 
 __all__ = ["attach_decision", "decision_metadata", "decision_tags"]
 
@@ -30,7 +30,8 @@ def decision_tags(decisions: Iterable[GuardDecision]) -> list[str]:
     """Tags for a set of decisions, in order, without duplicates.
 
     Example:
-        >>> from agent_guards import GuardDecision, decision_tags
+        >>> from agent_guards import GuardDecision
+        >>> from agent_guards.tracing import decision_tags
         >>> nudge = GuardDecision(guard="loop_check", verdict="nudge", reason="repeated_call")
         >>> stop = GuardDecision(guard="budget", verdict="stop", reason="max_steps")
         >>> decision_tags([nudge, stop, nudge])
@@ -43,7 +44,8 @@ def decision_metadata(decisions: Iterable[GuardDecision]) -> dict[str, Any]:
     """Run metadata for decisions: the full records plus a ``guard -> verdict`` summary.
 
     Example:
-        >>> from agent_guards import GuardDecision, decision_metadata
+        >>> from agent_guards import GuardDecision
+        >>> from agent_guards.tracing import decision_metadata
         >>> d = GuardDecision(guard="budget", verdict="stop", reason="max_steps")
         >>> meta = decision_metadata([d])
         >>> meta["guard_verdicts"], meta["guard_decisions"][0]["reason"]
@@ -63,7 +65,8 @@ def attach_decision(decision: GuardDecision) -> bool:
 
     Example:
         >>> from langsmith import trace, tracing_context
-        >>> from agent_guards import GuardDecision, attach_decision
+        >>> from agent_guards import GuardDecision
+        >>> from agent_guards.tracing import attach_decision
         >>> d = GuardDecision(guard="loop_check", verdict="nudge", reason="repeated_call")
         >>> with tracing_context(enabled="local"), trace("loop_check") as run:  # sends nothing
         ...     attach_decision(d)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_guards.budget import Budget
-from agent_guards.types import merge_usage
+from agent_guards.core import merge_usage
 from benchmarks._timing import median_us
 
 

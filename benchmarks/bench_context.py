@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from agent_guards.context import ContextVerdict, fit_context
+from agent_guards.context_guard import ContextVerdict, fit_context
 
 
 def _history(n: int, result_chars: int = 400) -> list[BaseMessage]:

@@ -10,8 +10,13 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from agent_guards._node import runnable
-from agent_guards.evidence import Evidence, EvidenceState, create_evidence_resolve, resolve_evidence
+from agent_guards.evidence_resolve import (
+    Evidence,
+    EvidenceState,
+    create_evidence_resolve,
+    resolve_evidence,
+)
+from agent_guards.graph import runnable
 from benchmarks._timing import median_us
 
 DAY0 = datetime(2024, 1, 1, tzinfo=timezone.utc)

@@ -22,8 +22,9 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from agent_guards._history import _result_digest
-from agent_guards.loops import LoopState, ToolCallGuard, add_loop_check, detect_loop
+from agent_guards import ToolCallGuard
+from agent_guards.core.history import _result_digest
+from agent_guards.loop_check import LoopState, add_loop_check, detect_loop
 from agent_guards.testing import ScriptedChatModel, tool_call_message
 from benchmarks._timing import median_us
 

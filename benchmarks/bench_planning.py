@@ -6,7 +6,7 @@ from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from agent_guards.planning import PlanVersion, gate_plan, plan_similarity
+from agent_guards.planner_gate import PlanVersion, gate_plan, plan_similarity
 from benchmarks._timing import median_us
 
 WORDS = ["收集资料", "分析竞品价格", "对比功能", "确认需求", "输出报告", "search docs", "summarize"]

@@ -16,7 +16,8 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from agent_guards import GuardDecision, Verdict, current_plan, guard_serializer
+from agent_guards import GuardDecision, Verdict, guard_serializer
+from agent_guards.planner_gate import current_plan
 
 from .plan_execute import build_graph
 from .scenarios import SCENARIOS, ScenarioResult, run_baseline, run_scenario, scenario_config

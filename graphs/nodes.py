@@ -18,21 +18,20 @@ from langgraph.graph import END
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command, interrupt
 
-from agent_guards import (
+from agent_guards import PlanStep, PlanVersion
+from agent_guards.budget import StopReason
+from agent_guards.context_guard import flag_evidence
+from agent_guards.core import now_from_config
+from agent_guards.evidence_resolve import evidence_from_messages
+from agent_guards.planner_gate import (
     Goal,
-    PlanStep,
     PlanTrigger,
-    PlanVersion,
     StepStatus,
     current_plan,
-    evidence_from_messages,
-    flag_evidence,
     mark_step,
     next_step,
-    now_from_config,
     progress_update,
 )
-from agent_guards.budget import StopReason
 
 from .outcomes import blend_outcome, compensate, respond_outcome, step_outcome
 from .prompts import (

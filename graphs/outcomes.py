@@ -14,15 +14,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
-from agent_guards import (
-    GuardDecision,
-    PlanStep,
-    RetryRouterPolicy,
-    StepStatus,
-    Verdict,
-    current_plan,
-    route_failures,
-)
+from agent_guards import GuardDecision, PlanStep, RetryRouterPolicy, Verdict
+from agent_guards.planner_gate import StepStatus, current_plan
+from agent_guards.retry_router import route_failures
 
 
 def step_outcome(

@@ -13,7 +13,9 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field
 
-from agent_guards import PlanStep, PlanVersion, RiskLevel, format_memories
+from agent_guards import PlanStep, PlanVersion
+from agent_guards.memory_resolve import format_memories
+from agent_guards.planner_gate import RiskLevel
 
 Spec = TypeVar("Spec", bound=BaseModel)
 

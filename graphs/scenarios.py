@@ -28,17 +28,9 @@ from langgraph.errors import GraphRecursionError
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
-from agent_guards import (
-    Backoff,
-    CircuitBreaker,
-    GuardDecision,
-    MemoryRecord,
-    PermissionDenied,
-    RetryRouterPolicy,
-    TransientToolError,
-    memory_namespace,
-    save_memories,
-)
+from agent_guards import CircuitBreaker, GuardDecision, MemoryRecord, RetryRouterPolicy
+from agent_guards.memory_resolve import memory_namespace, save_memories
+from agent_guards.retry_router import Backoff, PermissionDenied, TransientToolError
 from agent_guards.testing import ScriptedChatModel, tool_call_message
 
 from .plan_execute import Policies, build_graph, run_config

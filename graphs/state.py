@@ -26,12 +26,11 @@ from agent_guards import (
     PlanState,
     PlanVersion,
     RetryRouterPolicy,
-    delta_channel,
-    delta_log,
-    merge_evidence,
-    merge_plans,
-    recursion_limit_for,
 )
+from agent_guards.budget import recursion_limit_for
+from agent_guards.evidence_resolve import merge_evidence
+from agent_guards.planner_gate import merge_plans
+from agent_guards.serde import delta_channel, delta_log
 
 __all__ = ["SUPERSTEPS_PER_STEP", "PlanExecuteState", "Policies", "run_config"]
 

@@ -14,14 +14,34 @@ Example:
     (1.0, True)
 """
 
-from .cases import SHIPPED_SLICES, Case, check, load_cases, shipped_case_files
-from .health import planning_health
-from .kinds import KINDS, EvalPolicies, KindRunner, policy_versions, register_kind, run_kind
-from .langsmith_io import case_evaluator, case_target, export_dataset, run_experiment, to_examples
-from .metrics import METRICS, CaseResult, Metric, compute_metrics
-from .ramdocs import format_ramdocs, load_ramdocs, run_ramdocs
-from .runner import CaseChange, EvalRun, diff_runs, regressions, run_case, run_cases
-from .traces import cases_from_thread, draft_cases, open_checkpointer, write_cases
+from agent_guards.evals.cases import SHIPPED_SLICES, Case, check, load_cases, shipped_case_files
+from agent_guards.evals.health import planning_health
+from agent_guards.evals.kinds import (
+    KINDS,
+    KindRunner,
+    policy_versions,
+    register_kind,
+    run_kind,
+)
+from agent_guards.evals.langsmith_io import (
+    case_evaluator,
+    case_target,
+    export_dataset,
+    run_experiment,
+    to_examples,
+)
+from agent_guards.evals.metrics import METRICS, CaseResult, Metric, compute_metrics
+from agent_guards.evals.policies import EvalPolicies
+from agent_guards.evals.ramdocs import format_ramdocs, load_ramdocs, run_ramdocs
+from agent_guards.evals.runner import (
+    CaseChange,
+    EvalRun,
+    diff_runs,
+    regressions,
+    run_case,
+    run_cases,
+)
+from agent_guards.evals.traces import cases_from_thread, draft_cases, open_checkpointer, write_cases
 
 __all__ = [
     "KINDS",

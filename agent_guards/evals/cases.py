@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInputError
+from agent_guards.core.errors import InvalidInputError
 
 __all__ = ["SHIPPED_SLICES", "Case", "check", "load_cases", "shipped_case_files"]
 

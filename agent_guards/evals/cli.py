@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from importlib import import_module
 from typing import Any
 
-from .cases import SHIPPED_SLICES, load_cases, shipped_case_files
-from .kinds import EvalPolicies
-from .runner import EvalRun, diff_runs, regressions, run_cases
+from agent_guards.evals.cases import SHIPPED_SLICES, load_cases, shipped_case_files
+from agent_guards.evals.policies import EvalPolicies
+from agent_guards.evals.runner import EvalRun, diff_runs, regressions, run_cases
 
 __all__ = ["configure", "main", "run"]
 
@@ -213,7 +213,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _from_thread(args: argparse.Namespace) -> int:
-    from .traces import draft_cases, open_checkpointer, write_cases
+    from agent_guards.evals.traces import draft_cases, open_checkpointer, write_cases
 
     with open_checkpointer(args.db) as (saver, store):
         cases, skipped = draft_cases(saver, args.from_thread, slice=args.draft_slice, store=store)
@@ -230,7 +230,7 @@ def _from_thread(args: argparse.Namespace) -> int:
 
 
 def _ramdocs(args: argparse.Namespace) -> int:
-    from .ramdocs import format_ramdocs, run_ramdocs
+    from agent_guards.evals.ramdocs import format_ramdocs, run_ramdocs
 
     report = run_ramdocs(
         args.ramdocs or None, labels=args.labels, limit=args.limit, keep_unknown=args.keep_unknown

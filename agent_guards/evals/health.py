@@ -2,7 +2,8 @@
 
 :func:`planning_health` reads the final state of each run (the output of ``graph.invoke``,
 or ``graph.get_state(config).values`` plus its ``interrupts``): ``plans`` (the
-:class:`~agent_guards.planning.PlanVersion` list of :class:`~agent_guards.planning.PlanState`,
+:class:`~agent_guards.planner_gate.PlanVersion` list of
+:class:`~agent_guards.planner_gate.PlanState`,
 objects or their dicts), ``guard_log`` and ``__interrupt__``. Formulas, over the batch:
 
 ===========================  ===================================================================
@@ -25,7 +26,7 @@ A metric with an empty denominator is ``None``. ``counts`` holds the numerators 
 denominators, so batches can be merged by adding counts.
 
 Example:
-    >>> from agent_guards.planning import PlanVersion, mark_step
+    >>> from agent_guards.planner_gate import PlanVersion, mark_step
     >>> v1 = PlanVersion.linear(1, ["search", "write"], status="accepted")
     >>> ran = {"plans": [mark_step(v1, "s1", "done")], "guard_log": []}
     >>> stuck = {"plans": [v1, PlanVersion.linear(2, ["a"], trigger="critique", parent=1)]}
@@ -40,7 +41,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..planning import PlanVersion
+from agent_guards.planner_gate.model import PlanVersion
 
 __all__ = ["planning_health"]
 

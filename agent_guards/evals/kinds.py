@@ -51,20 +51,36 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..context import ContextPolicy, fit_context, pin_message
-from ..errors import InvalidInputError
-from ..evidence import EvidencePolicy, resolve_evidence
-from ..failures import RetryRouterPolicy
-from ..loops import LoopPolicy
-from ..memory import MemoryPolicy, resolve_memory
-from ..planning import PlannerPolicy
-from ..types import Verdict
-from ._errors import build_failure
-from ._jsonform import messages_from_json, to_jsonable
-from ._policies import EvalPolicies, check_input, invalid, with_options
-from ._runners import decision_fields, retry_fields, run_loop, run_planner, run_retry_history
+from agent_guards.context_guard.core import fit_context
+from agent_guards.context_guard.policy import ContextPolicy
+from agent_guards.context_guard.summary import pin_message
+from agent_guards.core.decision import Verdict
+from agent_guards.core.errors import InvalidInputError
+from agent_guards.evals.errors import build_failure
+from agent_guards.evals.jsonform import messages_from_json, to_jsonable
+from agent_guards.evals.policies import EvalPolicies, check_input, invalid, with_options
+from agent_guards.evals.runners import (
+    decision_fields,
+    retry_fields,
+    run_loop,
+    run_planner,
+    run_retry_history,
+)
+from agent_guards.evidence_resolve.core import resolve_evidence
+from agent_guards.evidence_resolve.policy import EvidencePolicy
+from agent_guards.loop_check.policy import LoopPolicy
+from agent_guards.memory_resolve.core import resolve_memory
+from agent_guards.memory_resolve.policy import MemoryPolicy
+from agent_guards.planner_gate.policy import PlannerPolicy
+from agent_guards.retry_router.policy import RetryRouterPolicy
 
-__all__ = ["KINDS", "EvalPolicies", "KindRunner", "policy_versions", "register_kind", "run_kind"]
+__all__ = [
+    "KINDS",
+    "KindRunner",
+    "policy_versions",
+    "register_kind",
+    "run_kind",
+]
 
 KindRunner = Callable[..., dict[str, Any]]
 """``runner(input) -> observed``; it also gets ``policies=`` when its signature accepts it."""
@@ -107,8 +123,8 @@ def run_evidence(
 
 def run_memory(data: Mapping[str, Any], *, policies: EvalPolicies | None = None) -> dict[str, Any]:
     """``resolve_memory`` over stored ``records`` plus this turn's ``facts``."""
-    from .._fields import to_datetime
-    from .._memory_node import fact_record
+    from agent_guards.core.fields import to_datetime
+    from agent_guards.memory_resolve.node import fact_record
 
     check_input(data, ("records", "facts", "now", "scopes", "policy"), "memory")
     policy = with_options((policies or EvalPolicies()).memory, data.get("policy"))
@@ -141,8 +157,8 @@ def run_memory(data: Mapping[str, Any], *, policies: EvalPolicies | None = None)
 
 def run_retry(data: Mapping[str, Any], *, policies: EvalPolicies | None = None) -> dict[str, Any]:
     """Classify one failure (``error``) or route a history (``messages``), then decide."""
-    from .._retry_core import decide_failure
-    from .._signatures import call_signature
+    from agent_guards.core.signatures import call_signature
+    from agent_guards.retry_router.core import decide_failure
 
     keys = ("error", "messages", "call_id", "tool", "args", "attempt", "now", "policy")
     check_input(data, keys, "retry")

@@ -27,8 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .cases import Case, check
-from .kinds import EvalPolicies, policy_versions, run_kind
+from agent_guards.evals.cases import Case, check
+from agent_guards.evals.kinds import policy_versions, run_kind
+from agent_guards.evals.policies import EvalPolicies
 
 __all__ = ["case_evaluator", "case_target", "export_dataset", "run_experiment", "to_examples"]
 

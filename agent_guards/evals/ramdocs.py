@@ -48,8 +48,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import check_choice
-from ..evidence import EvidencePolicy, resolve_evidence
+from agent_guards.core.errors import check_choice
+from agent_guards.evidence_resolve.core import resolve_evidence
+from agent_guards.evidence_resolve.policy import EvidencePolicy
 
 __all__ = ["DEFAULT_PATH", "format_ramdocs", "load_ramdocs", "ramdocs_items", "run_ramdocs"]
 

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cases import Case, check
-from .kinds import KINDS, EvalPolicies, policy_versions, run_kind
-from .metrics import CaseResult, compute_metrics
+from agent_guards.evals.cases import Case, check
+from agent_guards.evals.kinds import KINDS, policy_versions, run_kind
+from agent_guards.evals.metrics import CaseResult, compute_metrics
+from agent_guards.evals.policies import EvalPolicies
 
 __all__ = ["CaseChange", "EvalRun", "diff_runs", "regressions", "run_case", "run_cases"]
 

@@ -48,14 +48,19 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._evidence_io import merge_evidence
-from .._plan_node import merge_plans
-from ..serde import guard_serializer, serde_allowlist
-from ..types import DEFAULT_LOG_SIZE, delta_channel, keep_last
-from ._drafts import DEFAULT_KEYS, Drafter, new_decisions, written_decisions
-from .cases import Case
+from agent_guards.core.state import DEFAULT_LOG_SIZE, keep_last
+from agent_guards.evals.cases import Case
+from agent_guards.evals.drafts import DEFAULT_KEYS, Drafter, new_decisions, written_decisions
+from agent_guards.evidence_resolve.messages import merge_evidence
+from agent_guards.planner_gate.graph import merge_plans
+from agent_guards.serde import delta_channel, guard_serializer, serde_allowlist
 
-__all__ = ["DEFAULT_KEYS", "cases_from_thread", "draft_cases", "open_checkpointer", "write_cases"]
+__all__ = [
+    "cases_from_thread",
+    "draft_cases",
+    "open_checkpointer",
+    "write_cases",
+]
 
 
 def _saver(checkpointer: Any) -> Any:

@@ -30,14 +30,8 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from agent_guards import (
-    Budget,
-    EvidencePolicy,
-    GuardDecision,
-    asave_memories,
-    guard_serializer,
-    memory_namespace,
-)
+from agent_guards import Budget, EvidencePolicy, GuardDecision, guard_serializer
+from agent_guards.memory_resolve import asave_memories, memory_namespace
 from agent_guards.testing import tool_call_message
 from graphs.demo import open_persistence
 from graphs.plan_execute import Policies, build_graph

@@ -28,15 +28,15 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command, interrupt
 
-from agent_guards.context import (
+from agent_guards.context_guard import (
     DEFAULT_NAMESPACE,
     ContextPolicy,
     ContextState,
     create_archive_reader_tool,
     create_context_guard,
 )
+from agent_guards.core import GuardDecision, Verdict
 from agent_guards.testing import ScriptedChatModel, tool_call_message
-from agent_guards.types import GuardDecision, Verdict
 
 ARC = re.compile(r"arc-[0-9a-f]{16}")
 

@@ -9,18 +9,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
-from agent_guards import (
-    Goal,
-    PlanState,
-    PlanStep,
-    PlanVersion,
-    add_planner_gate,
-    current_plan,
-    mark_step,
-    next_step,
-    progress_update,
-)
+from agent_guards import PlanState, PlanStep, PlanVersion, add_planner_gate
 from agent_guards.evals import planning_health
+from agent_guards.planner_gate import Goal, current_plan, mark_step, next_step, progress_update
 
 
 class State(PlanState, total=False):

@@ -27,23 +27,18 @@ from agent_guards import (
     PlanState,
     PlanVersion,
     ToolCallGuard,
-    TransientToolError,
     add_planner_gate,
     add_retry_router,
     create_evidence_resolve,
     create_memory_resolve,
-    current_plan,
-    delta_log,
-    mark_step,
-    memory_namespace,
-    next_step,
-    progress_update,
-    save_memories,
 )
 from agent_guards.evals import load_cases, run_cases
 from agent_guards.evals.cli import run as eval_cli
 from agent_guards.evals.traces import cases_from_thread, draft_cases, write_cases
-from agent_guards.serde import guard_serializer
+from agent_guards.memory_resolve import memory_namespace, save_memories
+from agent_guards.planner_gate import current_plan, mark_step, next_step, progress_update
+from agent_guards.retry_router import TransientToolError
+from agent_guards.serde import delta_log, guard_serializer
 from agent_guards.testing import ScriptedChatModel, tool_call_message
 
 NOW = "2026-04-01T00:00:00+00:00"

@@ -21,7 +21,10 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 from langgraph.types import Command, interrupt
 
-from agent_guards.failures import (
+from agent_guards import ToolCallGuard
+from agent_guards.core import GuardDecision, Verdict
+from agent_guards.loop_check import LoopPolicy
+from agent_guards.retry_router import (
     AmbiguousInput,
     Backoff,
     CircuitBreaker,
@@ -30,14 +33,11 @@ from agent_guards.failures import (
     PreconditionFailed,
     RetryRouterPolicy,
     RetryState,
-    ToolCallGuard,
     TransientToolError,
     add_retry_router,
     create_retry_router,
 )
-from agent_guards.loops import LoopPolicy
 from agent_guards.testing import ScriptedChatModel, tool_call_message
-from agent_guards.types import GuardDecision, Verdict
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 

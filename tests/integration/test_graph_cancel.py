@@ -14,7 +14,8 @@ import pytest
 from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
-from agent_guards import GuardDecision, PlanStep, StepStatus
+from agent_guards import GuardDecision, PlanStep
+from agent_guards.planner_gate import StepStatus
 from graphs.plan_execute import build_graph
 from graphs.scenarios import scenario_config
 from tests.integration._reference import (

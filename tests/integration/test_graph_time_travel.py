@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from langgraph.types import Command
 
-from agent_guards import Evidence, Goal, GuardDecision, Verdict, cli
+from agent_guards import Evidence, GuardDecision, Verdict, cli
+from agent_guards.planner_gate import Goal
 from graphs.scenarios import SCENARIOS, Scenario, scenario_config
 from tests.integration._reference import (
     graph_for,

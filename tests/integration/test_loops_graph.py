@@ -18,16 +18,16 @@ from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import tools_condition
 from langgraph.types import Command, interrupt
 
-from agent_guards.loops import (
+from agent_guards import ToolCallGuard
+from agent_guards.core import GuardDecision, Verdict
+from agent_guards.loop_check import (
     LoopPolicy,
     LoopState,
-    ToolCallGuard,
     add_loop_check,
     create_loop_check,
     create_loop_stop,
 )
 from agent_guards.testing import ScriptedChatModel, tool_call_message
-from agent_guards.types import GuardDecision, Verdict
 
 LIMIT: RunnableConfig = {"recursion_limit": 60}
 

@@ -13,12 +13,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command, interrupt
 
-from agent_guards.errors import LoopDetected
-from agent_guards.failures import Backoff, CircuitBreaker, RetryRouterPolicy, TransientToolError
-from agent_guards.loops import LoopPolicy
+from agent_guards.core import LoopDetected, Verdict
+from agent_guards.loop_check import LoopPolicy
 from agent_guards.middleware import LoopGuardMiddleware, RetryRouterMiddleware
+from agent_guards.retry_router import Backoff, CircuitBreaker, RetryRouterPolicy, TransientToolError
 from agent_guards.testing import ScriptedChatModel, tool_call_message
-from agent_guards.types import Verdict
 
 LIMIT: RunnableConfig = {"recursion_limit": 60}
 

@@ -17,8 +17,9 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 
-import agent_guards._plan_node as plan_node
-from agent_guards.planning import (
+import agent_guards.planner_gate.graph as plan_node
+from agent_guards.core import GuardDecision, Verdict
+from agent_guards.planner_gate import (
     Goal,
     PlanState,
     PlanStatus,
@@ -33,7 +34,6 @@ from agent_guards.planning import (
     progress_update,
 )
 from agent_guards.testing import ScriptedChatModel, faulty_tool
-from agent_guards.types import GuardDecision, Verdict
 
 NOW = "2026-01-05T09:00:00+00:00"
 PLAN_SCHEMA: dict[str, Any] = {"title": "PlanDraft", "type": "object"}

@@ -16,9 +16,9 @@ from langgraph.errors import GraphInterrupt
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, Send, interrupt
 
-from agent_guards._node import guarded, invalid_input, runnable, stamp
-from agent_guards.errors import InvalidInputError
-from agent_guards.types import GuardDecision, GuardState, Verdict, delta_log, keep_last
+from agent_guards.core import GuardDecision, GuardState, InvalidInputError, Verdict, keep_last
+from agent_guards.graph import guarded, invalid_input, runnable, stamp
+from agent_guards.serde import delta_log
 
 
 class State(MessagesState, GuardState):

@@ -13,8 +13,8 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
-from agent_guards._node import stamp
-from agent_guards.types import GuardDecision, GuardState, Verdict
+from agent_guards.core import GuardDecision, GuardState, Verdict
+from agent_guards.graph import stamp
 
 
 class _Capture(BaseHTTPRequestHandler):

@@ -22,7 +22,7 @@ from agent_guards.budget import (
     StopCondition,
     recursion_limit_for,
 )
-from agent_guards.errors import BudgetExceeded
+from agent_guards.core import BudgetExceeded
 
 T0 = 1_700_000_000.0
 

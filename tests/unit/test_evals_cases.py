@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent_guards.errors import InvalidInputError
+from agent_guards.core import InvalidInputError
 from agent_guards.evals import SHIPPED_SLICES, Case, check, load_cases, run_case
 
 

@@ -20,8 +20,8 @@ from agent_guards.evals import (
     run_cases,
     run_kind,
 )
-from agent_guards.evals._errors import build_failure
-from agent_guards.evals._jsonform import messages_from_json, messages_to_json, to_jsonable
+from agent_guards.evals.errors import build_failure
+from agent_guards.evals.jsonform import messages_from_json, messages_to_json, to_jsonable
 
 
 def ev(id: str, value: str, **kw: Any) -> dict[str, Any]:

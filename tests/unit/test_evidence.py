@@ -13,15 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
 
-from agent_guards.errors import InvalidInputError
-from agent_guards.evidence import (
+from agent_guards.core import InvalidInputError, Verdict
+from agent_guards.evidence_resolve import (
     Evidence,
     EvidencePolicy,
     EvidenceVerdict,
     normalize_value,
     resolve_evidence,
 )
-from agent_guards.types import Verdict
 
 E = Evidence
 
@@ -570,13 +569,13 @@ def test_law_every_visible_id_is_accounted_for_once(items: list[Evidence]) -> No
 @pytest.mark.parametrize(
     "module",
     [
-        "_fields",
-        "_evidence_model",
-        "_evidence_policy",
-        "_evidence_arbiter",
-        "_evidence_core",
-        "_memory_model",
-        "_memory_core",
+        "core/fields",
+        "evidence_resolve/model",
+        "evidence_resolve/policy",
+        "evidence_resolve/arbiter",
+        "evidence_resolve/core",
+        "memory_resolve/model",
+        "memory_resolve/core",
     ],
 )
 def test_pure_cores_import_nothing_from_langgraph(module: str) -> None:
@@ -585,7 +584,7 @@ def test_pure_cores_import_nothing_from_langgraph(module: str) -> None:
 
     import agent_guards
 
-    source = Path(agent_guards.__file__).with_name(f"{module}.py").read_text()
+    source = (Path(agent_guards.__file__).parent / f"{module}.py").read_text()
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -593,13 +592,14 @@ def test_pure_cores_import_nothing_from_langgraph(module: str) -> None:
         elif isinstance(node, ast.ImportFrom):
             imported.add("." * node.level + (node.module or ""))
     assert not [name for name in imported if name.startswith("langgraph")]
-    local = {name.lstrip(".") for name in imported if name.startswith(".")}
+    local = {name for name in imported if name.startswith("agent_guards")}
     assert local <= {
-        "_fields",
-        "_evidence_model",
-        "_evidence_policy",
-        "_evidence_arbiter",
-        "errors",
-        "types",
-        "_memory_model",
+        "agent_guards.core.decision",
+        "agent_guards.core.errors",
+        "agent_guards.core.fields",
+        "agent_guards.evidence_resolve.model",
+        "agent_guards.evidence_resolve.policy",
+        "agent_guards.evidence_resolve.arbiter",
+        "agent_guards.memory_resolve.model",
+        "agent_guards.memory_resolve.policy",
     }

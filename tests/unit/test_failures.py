@@ -17,8 +17,8 @@ from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.store.memory import InMemoryStore
 from pydantic import BaseModel, ValidationError
 
-from agent_guards.errors import CircuitOpen, InvalidInputError, ToolFailure
-from agent_guards.failures import (
+from agent_guards.core import CircuitOpen, InvalidInputError, ToolFailure, Verdict
+from agent_guards.retry_router import (
     DEFAULT_ROUTES,
     AmbiguousInput,
     Backoff,
@@ -40,7 +40,6 @@ from agent_guards.failures import (
     failure_message,
     route_failures,
 )
-from agent_guards.types import Verdict
 
 K = FailureKind
 

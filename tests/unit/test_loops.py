@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agent_guards.errors import InvalidInputError
-from agent_guards.loops import (
+from agent_guards.core import GuardDecision, InvalidInputError, Verdict
+from agent_guards.loop_check import (
     PATTERNS,
     LoopPolicy,
     answer_pending,
@@ -22,7 +22,6 @@ from agent_guards.loops import (
     normalize_result,
     partial_results,
 )
-from agent_guards.types import GuardDecision, Verdict
 
 _ids = itertools.count(1)
 LONG = "The 2026 procurement policy requires a second review above 500k (section 4.2)."

@@ -18,27 +18,24 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
-from agent_guards.errors import InvalidInputError
-from agent_guards.memory import (
+from agent_guards.core import InvalidInputError, Verdict
+from agent_guards.memory_resolve import (
     LLMFactExtractor,
     MemoryPolicy,
     MemoryRecord,
     MemoryVerdict,
-    format_memories,
-    resolve_memory,
-)
-from agent_guards.memory_store import (
     aconfirm_memory,
     aload_memories,
     asave_memories,
     confirm_memory,
+    format_memories,
     load_memories,
     memory_namespace,
     namespace_label,
+    resolve_memory,
     save_memories,
 )
 from agent_guards.testing import ScriptedChatModel
-from agent_guards.types import Verdict
 
 NOW = "2026-04-01T00:00:00+00:00"
 U = "user:alice"

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_guards.errors import InvalidInputError
-from agent_guards.planning import (
+from agent_guards.core import InvalidInputError, PlannerRoute, Verdict
+from agent_guards.planner_gate import (
     Approval,
     Goal,
     PlannerPolicy,
@@ -35,7 +35,6 @@ from agent_guards.planning import (
     progress_update,
     runnable_steps,
 )
-from agent_guards.types import PlannerRoute, Verdict
 
 SEED_V1 = ["收集资料", "分析", "输出"]
 SEED_V2 = ["先明确目标", "再收集资料", "再分析"]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_guards.types import (
+from agent_guards.core import (
     GuardDecision,
     Verdict,
     keep_last,

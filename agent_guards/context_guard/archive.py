@@ -1,0 +1,162 @@
+"""Archive plumbing: where archived context lives in a ``BaseStore`` and the tool that reads it.
+
+Public names are re-exported from :mod:`agent_guards.context_guard`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.prebuilt import InjectedStore
+from langgraph.store.base import BaseStore, Item
+
+from agent_guards.context_guard.injection import quote_untrusted
+from agent_guards.context_guard.model import ArchiveRecord
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "READER_TOOL_NAME",
+    "check_namespace",
+    "create_archive_reader_tool",
+    "read_page",
+    "write_records",
+]
+
+DEFAULT_NAMESPACE: tuple[str, ...] = ("agent_guards", "context_archive")
+READER_TOOL_NAME = "read_archived"
+
+
+def check_namespace(namespace: Sequence[str]) -> tuple[str, ...]:
+    """A valid store namespace (non-empty labels without ``.``), or ValueError naming it."""
+    ns = (namespace,) if isinstance(namespace, str) else tuple(namespace)
+    if not ns or not all(isinstance(p, str) and p and "." not in p for p in ns):
+        raise ValueError(
+            "namespace must be a non-empty tuple of non-empty labels without '.', "
+            f"got {namespace!r}"
+        )
+    return ns
+
+
+def write_records(
+    store: BaseStore, namespace: tuple[str, ...], records: Sequence[ArchiveRecord]
+) -> None:
+    """Put archive records (idempotent: keys are content hashes, a replay rewrites the same)."""
+    for record in records:
+        store.put(namespace, record.archive_id, record.to_value(), index=False)
+
+
+async def awrite_records(
+    store: BaseStore, namespace: tuple[str, ...], records: Sequence[ArchiveRecord]
+) -> None:
+    """Async :func:`write_records`."""
+    for record in records:
+        await store.aput(namespace, record.archive_id, record.to_value(), index=False)
+
+
+def read_page(item: Item | None, archive_id: str, offset: int, page_chars: int) -> str:
+    """One page of an archived record, with a header saying where the next page starts."""
+    if item is None:
+        return f"No archived record with id {archive_id!r}. Archive ids look like 'arc-0123abcd…'."
+    value = item.value
+    content = str(value.get("content", ""))
+    total = len(content)
+    start = max(0, min(int(offset), total))
+    end = min(total, start + page_chars)
+    page = content[start:end]
+    flags = [str(f) for f in value.get("flags") or ()]
+    if flags:
+        page = quote_untrusted(page, flags, source="archived tool result")
+    more = (
+        f' More: call read_archived(archive_id="{archive_id}", offset={end}).'
+        if end < total
+        else ""
+    )
+    head = (
+        f"[archive {archive_id} ({value.get('kind', '?')}, messages "
+        f"{', '.join(value.get('message_ids') or [])}): characters {start}-{end} of {total}.{more}]"
+    )
+    return f"{head}\n{page}"
+
+
+def create_archive_reader_tool(
+    store: BaseStore | None = None,
+    *,
+    namespace: Sequence[str] = DEFAULT_NAMESPACE,
+    page_chars: int = 4000,
+    name: str = READER_TOOL_NAME,
+) -> BaseTool:
+    """A tool that lets the model read archived context back by archive id, a page at a time.
+
+    Args:
+        store: Where the context guard archived content. ``None``: the graph's store, injected
+            by ``ToolNode`` (compile the graph with ``store=``).
+        namespace: The namespace the context guard writes to (same default).
+        page_chars: Characters per page; keep it below the guard's ``archive_over_tokens``
+            so a page read back is not archived again.
+        name: The tool's name (the guard never archives results of ``read_archived``).
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> store = InMemoryStore()
+        >>> store.put(DEFAULT_NAMESPACE, "arc-1", {"kind": "tool_result", "content": "x" * 10,
+        ...     "message_ids": ["t1"]})
+        >>> tool = create_archive_reader_tool(store, page_chars=4)
+        >>> head, page = tool.invoke({"archive_id": "arc-1", "offset": 4}).splitlines()
+        >>> page, "characters 4-8 of 10" in head, 'offset=8' in head
+        ('xxxx', True, True)
+    """
+    ns = check_namespace(namespace)
+    if isinstance(page_chars, bool) or not isinstance(page_chars, int) or page_chars < 1:
+        raise ValueError(f"page_chars must be an int >= 1, got {page_chars!r}")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if store is not None and not isinstance(store, BaseStore):
+        raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
+    description = (
+        "Read context that was archived to keep the conversation small (long tool results, "
+        "older messages). Pass the archive id quoted in the context; use offset to page."
+    )
+    fixed = store
+
+    def _pick(injected: Any) -> BaseStore:
+        chosen = fixed if fixed is not None else injected
+        if chosen is None:
+            raise ValueError(
+                "read_archived needs a store: pass store= or compile the graph with one"
+            )
+        return chosen
+
+    def read(archive_id: str, offset: int = 0, injected_store: Any = None) -> str:
+        return read_page(_pick(injected_store).get(ns, archive_id), archive_id, offset, page_chars)
+
+    async def aread(archive_id: str, offset: int = 0, injected_store: Any = None) -> str:
+        item = await _pick(injected_store).aget(ns, archive_id)
+        return read_page(item, archive_id, offset, page_chars)
+
+    if fixed is None:
+
+        def read_injected(
+            archive_id: str, offset: int = 0, injected_store: Annotated[Any, InjectedStore()] = None
+        ) -> str:
+            return read(archive_id, offset, injected_store)
+
+        async def aread_injected(
+            archive_id: str, offset: int = 0, injected_store: Annotated[Any, InjectedStore()] = None
+        ) -> str:
+            return await aread(archive_id, offset, injected_store)
+
+        return StructuredTool.from_function(
+            read_injected, coroutine=aread_injected, name=name, description=description
+        )
+
+    def read_fixed(archive_id: str, offset: int = 0) -> str:
+        return read(archive_id, offset)
+
+    async def aread_fixed(archive_id: str, offset: int = 0) -> str:
+        return await aread(archive_id, offset)
+
+    return StructuredTool.from_function(
+        read_fixed, coroutine=aread_fixed, name=name, description=description
+    )

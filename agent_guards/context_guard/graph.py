@@ -1,0 +1,174 @@
+"""context_guard: keep what the model sees within its window, constraints and evidence intact.
+
+:func:`fit_context` is the pure core (no LangGraph import); :func:`create_context_guard`
+is the node that runs before the model node, writes the fitted messages back through the
+``add_messages`` reducer, archives long content in the graph's ``BaseStore``, and records
+a :class:`~agent_guards.core.GuardDecision` in ``guard_log``.
+
+Thresholds (seed 001), as a share of the input budget (``max_tokens`` minus the answer
+reserve; the usage counts messages and tool schemas): 70% NUDGE ``warning``, 85% NUDGE
+``critical``, 90% REPAIR (long tool results archived, the middle summarized back to 50%,
+truncation last). The system prompt, pinned content and the current question always survive;
+an AIMessage's tool calls never lose their ToolMessages. Tool results that address the
+model (``scan_injection``) are flagged in the decision and quoted as data.
+
+Example:
+    >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    >>> from agent_guards import fit_context
+    >>> history = [SystemMessage("You answer from documents.", id="sys"),
+    ...            HumanMessage("Summarize all requirement changes.", id="q")]
+    >>> for i in range(30):
+    ...     call = {"name": "read_doc", "args": {"doc": i}, "id": f"c{i}"}
+    ...     text = f"REQ-{i}: " + "detail " * 60
+    ...     history += [AIMessage("", id=f"a{i}", tool_calls=[call]),
+    ...                 ToolMessage(text, tool_call_id=f"c{i}", id=f"t{i}")]
+    >>> v = fit_context(history, max_tokens=4000)
+    >>> v.verdict, v.reason, v.usage_before > 0.9 > 0.5 >= v.usage
+    (<Verdict.REPAIR: 'repair'>, 'compressed', True)
+    >>> v.messages[0].id, v.messages[1].id.startswith("agent_guards-summary"), "q" in v.kept_ids
+    ('sys', True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.runnables import Runnable, RunnableLambda
+from langgraph.store.base import BaseStore
+
+from agent_guards.context_guard.archive import (
+    DEFAULT_NAMESPACE,
+    check_namespace,
+)
+from agent_guards.context_guard.node import ContextGuardNode, Pin, Summarizer
+from agent_guards.context_guard.policy import GUARD, ContextPolicy
+from agent_guards.context_guard.steps import TokenCounter, make_counter
+from agent_guards.core.state import GuardState
+from agent_guards.graph import runnable
+
+__all__ = [
+    "ContextState",
+    "create_context_guard",
+]
+
+
+class ContextState(GuardState, total=False):
+    """State mixin for the context guard: ``class State(MessagesState, ContextState)``.
+
+    ``context_pins`` (structured task constraints, the current step, evidence in use) is
+    rendered as a pinned system message that is kept verbatim and never summarized;
+    ``context_pinned_ids`` lists message or tool-call ids that must stay in the context.
+
+    Example:
+        >>> from langgraph.graph import START, MessagesState, StateGraph
+        >>> from agent_guards import ContextState, create_context_guard
+        >>> class State(MessagesState, ContextState):
+        ...     pass
+        >>> g = StateGraph(State).add_node("guard", create_context_guard(8000))
+        >>> app = g.add_edge(START, "guard").compile()
+        >>> out = app.invoke({"messages": [("user", "hi")], "context_pins": {"due": "Friday"}})
+        >>> [m.type for m in out["messages"]], "Friday" in out["messages"][0].content
+        (['system', 'human'], True)
+    """
+
+    context_pins: dict[str, Any]
+    context_pinned_ids: list[str]
+
+
+def create_context_guard(
+    max_tokens: int,
+    *,
+    policy: ContextPolicy | None = None,
+    summarizer: Summarizer | None = None,
+    tools: Sequence[Any] | None = None,
+    token_counter: TokenCounter | None = None,
+    store: BaseStore | None = None,
+    namespace: Sequence[str] = DEFAULT_NAMESPACE,
+    pinned_keys: Sequence[str] = ("context_pins",),
+    pinned_ids_key: str | None = "context_pinned_ids",
+    pin: Pin | None = None,
+    summary_input_tokens: int = 4000,
+    messages_key: str = "messages",
+    name: str = GUARD,
+) -> RunnableLambda[Any, Any]:
+    """A node to run before the model node: fit ``messages`` into ``max_tokens``.
+
+    Args:
+        max_tokens: The model's context window, in tokens.
+        policy: Thresholds, reserve, archive and summary sizes; the defaults when omitted.
+        summarizer: Optional model (or runnable/callable ``messages -> str``) that writes the
+            summary body. Without one, or when it fails, the structure-keeping outline is used.
+        tools: The tools bound to the model: their schemas count against the budget.
+        token_counter: The model (its own counter) or a ``messages -> int`` callable;
+            ``count_tokens_approximately`` when omitted.
+        store: Where long content is archived; ``None`` uses the graph's store. Without any
+            store nothing is archived (compression still summarizes).
+        namespace: Store namespace for archived content (the reader tool's default too).
+        pinned_keys: State keys whose values are pinned as system messages (missing or empty
+            values are skipped).
+        pinned_ids_key: State key listing message / tool-call ids that must stay.
+        pin: ``state -> ids or messages`` to pin, for anything else.
+        summary_input_tokens: How much of the removed history a summarizer model sees verbatim
+            (it always gets the complete outline).
+        messages_key: The messages channel.
+        name: The node's name.
+
+    Bad runtime input (an unknown pinned id, pinned content larger than the budget) is
+    recorded as a STOP decision with reason ``invalid_input`` and the messages are left as
+    they are. Interrupts raised inside (``pin``, the summarizer) pass through.
+
+    Example:
+        >>> from langgraph.graph import START, StateGraph, MessagesState
+        >>> class State(MessagesState, ContextState):
+        ...     pass
+        >>> g = StateGraph(State)
+        >>> _ = g.add_node("context_guard", create_context_guard(8000))
+        >>> _ = g.add_edge(START, "context_guard")
+        >>> out = g.compile().invoke({"messages": [("user", "hi")]})
+        >>> out["guard_log"][-1].verdict
+        <Verdict.CONTINUE: 'continue'>
+    """
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
+    pol = ContextPolicy() if policy is None else policy
+    if not isinstance(pol, ContextPolicy):
+        raise TypeError(f"policy must be a ContextPolicy, got {type(pol).__name__}")
+    if pol.reserve_for(max_tokens) >= max_tokens:
+        raise ValueError(
+            f"reserve_tokens={pol.reserve_tokens} leaves no input room in max_tokens={max_tokens}"
+        )
+    for arg, value in (("summarizer", summarizer), ("pin", pin)):
+        if value is not None and not (isinstance(value, Runnable) or callable(value)):
+            raise TypeError(
+                f"{arg} must be callable (a model, Runnable or function), got {value!r}"
+            )
+    if store is not None and not isinstance(store, BaseStore):
+        raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
+    if isinstance(pinned_keys, str) or not all(isinstance(k, str) and k for k in pinned_keys):
+        raise ValueError(f"pinned_keys must be a sequence of state keys, got {pinned_keys!r}")
+    for arg, text in (("messages_key", messages_key), ("name", name)):
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"{arg} must be a non-empty string, got {text!r}")
+    if (
+        isinstance(summary_input_tokens, bool)
+        or not isinstance(summary_input_tokens, int)
+        or summary_input_tokens < 1
+    ):
+        raise ValueError(f"summary_input_tokens must be an int >= 1, got {summary_input_tokens!r}")
+    make_counter(token_counter)  # rejects a bad counter now, not at run time
+    guard = ContextGuardNode(
+        max_tokens=max_tokens,
+        policy=pol,
+        summarizer=summarizer,
+        tools=list(tools) if tools else None,
+        token_counter=token_counter,
+        store=store,
+        namespace=check_namespace(namespace),
+        pinned_keys=tuple(pinned_keys),
+        pinned_ids_key=pinned_ids_key,
+        pin=pin,
+        summary_input_tokens=summary_input_tokens,
+        messages_key=messages_key,
+    )
+    return runnable(name, guard.node, guard.anode)

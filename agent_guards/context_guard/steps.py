@@ -1,0 +1,203 @@
+"""Steps of ``fit_context``: counting, pins, assembly, tool results, atomic groups. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
+from agent_guards.context_guard.injection import quote_untrusted, scan_injection
+from agent_guards.context_guard.model import ArchiveRecord
+from agent_guards.context_guard.policy import MARKER, ContextPolicy
+from agent_guards.context_guard.summary import archive_reference, marker, stable_hash
+from agent_guards.core.errors import InvalidInputError
+
+__all__ = [
+    "Counter",
+    "PinnedItem",
+    "TokenCounter",
+    "assemble",
+    "atomic_groups",
+    "make_counter",
+    "resolve_pins",
+    "tool_tokens",
+    "treat_tools",
+]
+
+Counter = Callable[[BaseMessage], int]
+TokenCounter = Callable[[Sequence[BaseMessage]], int] | BaseLanguageModel[Any]
+PinnedItem = str | BaseMessage
+Labelled = list[tuple[str, BaseMessage]]
+
+
+def make_counter(token_counter: TokenCounter | None) -> Counter:
+    """One-message token counter: a model's own counter, a list counter, or the approximation."""
+    if token_counter is None:
+        return lambda m: count_tokens_approximately([m])
+    if isinstance(token_counter, BaseLanguageModel):
+        model = token_counter
+        return lambda m: model.get_num_tokens_from_messages([m])
+    if callable(token_counter):
+        fn = token_counter
+        return lambda m: int(fn([m]))
+    raise TypeError(
+        f"token_counter must be a chat model, a callable(messages) -> int, or None; "
+        f"got {type(token_counter).__name__}"
+    )
+
+
+def tool_tokens(tools: Sequence[Any] | None) -> int:
+    return count_tokens_approximately([], tools=list(tools)) if tools else 0
+
+
+def with_marker(message: BaseMessage, **extra: Any) -> dict[str, Any]:
+    return {**message.additional_kwargs, MARKER: {**marker(message), **extra}}
+
+
+def resolve_pins(
+    pinned: Iterable[PinnedItem] | PinnedItem, msgs: Sequence[BaseMessage], labels: list[str]
+) -> tuple[set[str], list[BaseMessage]]:
+    """Resolve pinned ids (message ids or tool call ids) to labels; copy pinned messages."""
+    items: Iterable[Any] = (pinned,) if isinstance(pinned, (str, BaseMessage)) else pinned
+    by_call: dict[str, str] = {}
+    for m, label in zip(msgs, labels, strict=True):
+        if isinstance(m, ToolMessage):
+            by_call[m.tool_call_id] = label
+        elif isinstance(m, AIMessage):
+            by_call.update({cid: label for c in m.tool_calls if (cid := c.get("id"))})
+    known = set(labels)
+    ids: set[str] = set()
+    extras: dict[str, BaseMessage] = {}
+    for item in items:
+        if isinstance(item, BaseMessage):
+            mid = item.id or f"agent_guards-pinned-{stable_hash(item.type, str(item.content))}"
+            extras[mid] = item.model_copy(
+                update={"id": mid, "additional_kwargs": with_marker(item, role="pinned")}
+            )
+        elif isinstance(item, str) and (item in known or item in by_call):
+            ids.add(item if item in known else by_call[item])
+        elif isinstance(item, str):
+            raise InvalidInputError(
+                "not the id of a message or tool call in the history", item=item, field="pinned"
+            )
+        else:
+            raise InvalidInputError(
+                f"pinned items are message ids or messages, got {type(item).__name__}",
+                field="pinned",
+            )
+    return ids, list(extras.values())
+
+
+def _process_tool(
+    m: ToolMessage, label: str, tokens: int, pol: ContextPolicy, archive_ok: bool
+) -> tuple[BaseMessage, ArchiveRecord | None, tuple[str, ...]]:
+    mark = marker(m)
+    if mark.get("archive_id") or mark.get("flags") is not None:
+        return m, None, ()  # already handled in an earlier pass
+    text = str(m.text)
+    flags = scan_injection(text, pol.injection) if pol.scan_tool_output else ()
+    limit = pol.archive_over_tokens
+    if (
+        archive_ok
+        and limit is not None
+        and tokens > limit
+        and m.name not in pol.archive_exempt_tools
+    ):
+        # keyed by the tool call (stable across runs) and the content, not the message uuid
+        arc = "arc-" + stable_hash("tool_result", m.tool_call_id or label, text)
+        record = ArchiveRecord(arc, "tool_result", (label,), text, m.name, m.tool_call_id, flags)
+        content = archive_reference(
+            arc,
+            chars=len(text),
+            tokens=tokens,
+            flags=flags,
+            preview=text[: pol.archive_preview_chars],
+        )
+        kwargs = with_marker(m, archive_id=arc, flags=list(flags))
+        return m.model_copy(update={"content": content, "additional_kwargs": kwargs}), record, flags
+    if flags:
+        kwargs = with_marker(m, flags=list(flags))
+        quoted = quote_untrusted(text, flags)
+        return m.model_copy(update={"content": quoted, "additional_kwargs": kwargs}), None, flags
+    return m, None, ()
+
+
+def atomic_groups(msgs: Sequence[BaseMessage]) -> list[list[int]]:
+    """Atomic units: an AIMessage with tool calls plus the ToolMessages answering it."""
+    groups: list[list[int]] = []
+    owner: dict[str, int] = {}
+    for i, m in enumerate(msgs):
+        if isinstance(m, ToolMessage) and m.tool_call_id in owner:
+            start = owner[m.tool_call_id]
+            if start < len(groups) - 1:  # interleaved: merge everything since the call
+                merged = [j for g in groups[start:] for j in g]
+                del groups[start:]
+                groups.append(merged)
+                owner = {k: min(v, start) for k, v in owner.items()}
+            groups[-1].append(i)
+            continue
+        if isinstance(m, ToolMessage) and groups and _opens_group(msgs[groups[-1][0]]):
+            groups[-1].append(i)
+            continue
+        groups.append([i])
+        if isinstance(m, AIMessage):
+            owner.update({cid: len(groups) - 1 for c in m.tool_calls if (cid := c.get("id"))})
+    return groups
+
+
+def _opens_group(m: BaseMessage) -> bool:
+    return isinstance(m, AIMessage) and bool(m.tool_calls)
+
+
+def assemble(
+    msgs: Sequence[BaseMessage], labels: Sequence[str], extras: Sequence[BaseMessage]
+) -> tuple[list[BaseMessage], list[BaseMessage], Labelled, list[str]]:
+    """Split into leading system messages, pinned messages (reused when unchanged), the rest
+    of the history, and stale pins (guard-written pins no longer pinned)."""
+    extra_ids = {e.id for e in extras}
+    lead: list[BaseMessage] = []
+    rest: Labelled = []
+    stale: list[str] = []
+    existing: dict[str, BaseMessage] = {}
+    in_lead = True
+    for m, label in zip(msgs, labels, strict=True):
+        if m.id in extra_ids:
+            existing[label] = m
+        elif marker(m).get("role") == "pinned":
+            stale.append(label)
+        elif in_lead and isinstance(m, SystemMessage):
+            lead.append(m)
+        else:
+            in_lead = False
+            rest.append((label, m))
+    pins: list[BaseMessage] = []
+    for e in extras:
+        old = existing.get(e.id or "")
+        same = old is not None and type(old) is type(e) and old.content == e.content
+        pins.append(old if same and old is not None else e)
+    return lead, pins, rest, stale
+
+
+def treat_tools(
+    rest: Labelled, tok: dict[int, int], pol: ContextPolicy, *, archive: bool
+) -> tuple[Labelled, list[ArchiveRecord], dict[str, tuple[str, ...]], list[str]]:
+    """Archive long tool results and quote flagged ones; returns the new body and what changed."""
+    records: list[ArchiveRecord] = []
+    flagged: dict[str, tuple[str, ...]] = {}
+    replaced: list[str] = []
+    body: Labelled = []
+    for label, m in rest:
+        new: BaseMessage = m
+        if isinstance(m, ToolMessage):
+            new, record, flags = _process_tool(m, label, tok[id(m)], pol, archive)
+            if record is not None:
+                records.append(record)
+            if flags:
+                flagged[label] = flags
+            if new is not m:
+                replaced.append(label)
+        body.append((label, new))
+    return body, records, flagged, replaced

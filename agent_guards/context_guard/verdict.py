@@ -1,0 +1,223 @@
+"""Turn what ``fit_context`` did into a :class:`ContextVerdict` and its :class:`GuardDecision`.
+
+Priority of the verdict (first match wins):
+
+=======================================  =========  ====================
+what happened                            verdict    reason
+=======================================  =========  ====================
+history summarized                       REPAIR     ``compressed``
+history removed, not even a summary fit  REPAIR     ``truncated``
+long tool results moved to the store     REPAIR     ``archived``
+injected instructions quoted as data     REPAIR     ``injection_quoted``
+usage >= critical_ratio (85%)            NUDGE      ``critical``
+usage >= warn_ratio (70%)                NUDGE      ``warning``
+otherwise                                CONTINUE   ``within_budget``
+=======================================  =========  ====================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from agent_guards.context_guard.model import ArchiveRecord, ContextVerdict
+from agent_guards.context_guard.policy import GUARD, ContextPolicy
+from agent_guards.core.decision import GuardDecision, Verdict
+
+__all__ = ["decide", "with_summary_text"]
+
+
+def _classify(
+    pol: ContextPolicy, usage: float, *, removed: bool, summary: bool, archived: bool, flagged: bool
+) -> tuple[Verdict, str]:
+    if removed:
+        return Verdict.REPAIR, "compressed" if summary else "truncated"
+    if archived:
+        return Verdict.REPAIR, "archived"
+    if flagged:
+        return Verdict.REPAIR, "injection_quoted"
+    if usage >= pol.critical_ratio:
+        return Verdict.NUDGE, "critical"
+    if usage >= pol.warn_ratio:
+        return Verdict.NUDGE, "warning"
+    return Verdict.CONTINUE, "within_budget"
+
+
+def _detail(
+    usage_before: float,
+    usage: float,
+    budget: int,
+    *,
+    summarized: int,
+    truncated: int,
+    archived: int,
+    flagged: int,
+) -> str:
+    done = [
+        f"summarized {summarized} messages" if summarized else "",
+        f"truncated {truncated} messages (archived, no summary fit)" if truncated else "",
+        f"archived {archived} long tool results" if archived else "",
+        f"quoted {flagged} tool results with injected instructions" if flagged else "",
+    ]
+    actions = ", ".join(d for d in done if d)
+    head = f"context at {usage_before:.0%} of a {budget}-token input budget"
+    return f"{head}: {actions}; now at {usage:.0%}" if actions else head
+
+
+def decide(
+    pol: ContextPolicy,
+    *,
+    messages: tuple[BaseMessage, ...],
+    tokens: int,
+    tokens_before: int,
+    budget: int,
+    max_tokens: int,
+    tool_tokens: int,
+    kept: list[str],
+    pin_labels: list[str],
+    removed: Sequence[tuple[str, BaseMessage]],
+    summary: BaseMessage | None,
+    room: int,
+    stale: list[str],
+    replaced: list[str],
+    flagged: dict[str, tuple[str, ...]],
+    records: list[ArchiveRecord],
+    changed: bool,
+) -> ContextVerdict:
+    """Build the verdict and its decision record (ids, counts, usage) for ``fit_context``."""
+    usage_before, usage = tokens_before / budget, tokens / budget
+    removed_ids = [label for label, _ in removed]
+    moved = {r.message_ids[0]: r.archive_id for r in records if r.kind == "tool_result"}
+    history = next((r.archive_id for r in records if r.kind == "history"), None)
+    archived = {**moved, **dict.fromkeys(removed_ids if history else (), history or "")}
+    summarized = removed_ids if summary is not None else []
+    truncated = [] if summary is not None else removed_ids
+    verdict, reason = _classify(
+        pol,
+        usage,
+        removed=bool(removed_ids),
+        summary=summary is not None,
+        archived=any(r.kind == "tool_result" for r in records),
+        flagged=bool(flagged),
+    )
+    kept_set = set(kept)
+    data: dict[str, Any] = {
+        "usage": round(usage, 4),
+        "usage_before": round(usage_before, 4),
+        "tokens": tokens,
+        "tokens_before": tokens_before,
+        "budget": budget,
+        "max_tokens": max_tokens,
+        "tool_tokens": tool_tokens,
+        "kept": len(kept),
+        "summarized": len(summarized),
+        "truncated": len(truncated),
+        "archived": moved,
+        "history_archive_id": history,
+        "flagged": {k: list(v) for k, v in flagged.items()},
+        "summary_id": summary.id if summary is not None else None,
+        "summary_source": "fallback" if summary is not None else "none",
+    }
+    decision = GuardDecision(
+        guard=GUARD,
+        verdict=verdict,
+        reason=reason,
+        detail=_detail(
+            usage_before,
+            usage,
+            budget,
+            summarized=len(summarized),
+            truncated=len(truncated),
+            archived=sum(r.kind == "tool_result" for r in records),
+            flagged=len(flagged),
+        ),
+        selected_ids=tuple(pin_labels),
+        conflicting_ids=tuple(flagged),
+        dropped_ids=(*removed_ids, *stale),
+        policy=pol.label,
+        data=data,
+    )
+    return ContextVerdict(
+        verdict=verdict,
+        reason=reason,
+        messages=messages,
+        usage=usage,
+        usage_before=usage_before,
+        tokens=tokens,
+        tokens_before=tokens_before,
+        budget=budget,
+        kept_ids=tuple(kept),
+        summarized_ids=tuple(summarized),
+        truncated_ids=tuple(truncated),
+        stale_ids=tuple(stale),
+        replaced_ids=tuple(r for r in replaced if r in kept_set),
+        archived=archived,
+        flagged=dict(flagged),
+        archives=tuple(records),
+        changed=changed,
+        summary_id=summary.id if summary is not None else None,
+        summary_room=room,
+        summarized_messages=tuple(m for _, m in removed) if summary is not None else (),
+        decision=decision,
+    )
+
+
+def with_summary_text(
+    verdict: ContextVerdict,
+    text: str,
+    count: Callable[[BaseMessage], int],
+    *,
+    source: str = "model",
+) -> ContextVerdict:
+    """Replace the body of the verdict's summary message with ``text`` (cut to fit its room).
+
+    The header (what was removed, where it is archived, "not evidence") is kept as written.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_core.messages.utils import count_tokens_approximately
+        >>> from agent_guards import fit_context
+        >>> from agent_guards.context_guard import with_summary_text
+        >>> notes = [HumanMessage(f"note {i}: " + "word " * 200, id=f"n{i}") for i in range(20)]
+        >>> v = fit_context(notes, max_tokens=4000)
+        >>> v2 = with_summary_text(v, "Notes 0-15 only count words.",
+        ...                        lambda m: count_tokens_approximately([m]))
+        >>> summary = next(m for m in v2.messages if m.id == v2.summary_id)
+        >>> v.reason, summary.content.splitlines()[-1], v2.decision.data["summary_source"]
+        ('compressed', 'Notes 0-15 only count words.', 'model')
+    """
+    index = next(
+        (i for i, m in enumerate(verdict.messages) if m.id == verdict.summary_id and m.id), None
+    )
+    if index is None or not text.strip():
+        return verdict
+    old = verdict.messages[index]
+    header = str(old.content).split("\n\n", 1)[0]
+    body = text.strip()
+
+    def build(n: int) -> BaseMessage:
+        cut = body if n >= len(body) else body[:n].rstrip() + " …[cut to fit]"
+        return old.model_copy(update={"content": f"{header}\n\n{cut}"})
+
+    new = build(len(body))
+    if count(new) > verdict.summary_room:
+        lo, hi = 0, len(body)
+        while lo < hi:  # longest prefix that fits
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if count(build(mid)) <= verdict.summary_room else (lo, mid - 1)
+        new = build(lo)
+        if count(new) > verdict.summary_room:
+            return verdict  # not even the header and a cut marker fit: keep the outline
+    tokens = verdict.tokens - count(old) + count(new)
+    msgs = (*verdict.messages[:index], new, *verdict.messages[index + 1 :])
+    decision = verdict.decision
+    if decision is not None:
+        data = {**decision.data, "summary_source": source, "tokens": tokens}
+        data["usage"] = round(tokens / verdict.budget, 4)
+        decision = replace(decision, data=data)
+    return replace(
+        verdict, messages=msgs, tokens=tokens, usage=tokens / verdict.budget, decision=decision
+    )

@@ -1,0 +1,57 @@
+"""The LangGraph-free vocabulary every guard shares: decisions, verdicts, the error tree,
+the guard channels, the run's clock, and the message-history scanning guards read.
+"""
+
+from agent_guards.core.clock import now_from_config
+from agent_guards.core.decision import (
+    ContextRoute,
+    EvidenceRoute,
+    GuardDecision,
+    LoopRoute,
+    PlannerRoute,
+    RetryRoute,
+    Verdict,
+    parse_verdict,
+)
+from agent_guards.core.errors import (
+    AgentGuardError,
+    BudgetExceeded,
+    CircuitOpen,
+    GuardTripped,
+    InvalidInputError,
+    LoopDetected,
+    ToolFailure,
+)
+from agent_guards.core.state import (
+    DEFAULT_LOG_SIZE,
+    USAGE_COUNTERS,
+    GuardState,
+    Usage,
+    keep_last,
+    merge_usage,
+)
+
+__all__ = [
+    "DEFAULT_LOG_SIZE",
+    "USAGE_COUNTERS",
+    "AgentGuardError",
+    "BudgetExceeded",
+    "CircuitOpen",
+    "ContextRoute",
+    "EvidenceRoute",
+    "GuardDecision",
+    "GuardState",
+    "GuardTripped",
+    "InvalidInputError",
+    "LoopDetected",
+    "LoopRoute",
+    "PlannerRoute",
+    "RetryRoute",
+    "ToolFailure",
+    "Usage",
+    "Verdict",
+    "keep_last",
+    "merge_usage",
+    "now_from_config",
+    "parse_verdict",
+]

@@ -1,0 +1,52 @@
+"""The run's clock and step, read from the run config so a replay sees the same time."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+__all__ = ["now_from_config"]
+
+
+CONFIG_NOW_KEY = "agent_guards_now"
+
+
+def now_from_config(config: RunnableConfig | None = None) -> datetime:
+    """The run's clock: ``config["configurable"]["agent_guards_now"]`` if set, else UTC now.
+
+    The value may be a ``datetime``, an ISO-8601 string, POSIX seconds, or a zero-argument
+    callable returning one of those, so tests and replays can pin time.
+
+    Example:
+        >>> from agent_guards.core import now_from_config
+        >>> now_from_config({"configurable": {"agent_guards_now": "2024-05-01T12:00:00Z"}})
+        datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
+        >>> now_from_config({"configurable": {"agent_guards_now": 0}}).isoformat()
+        '1970-01-01T00:00:00+00:00'
+        >>> now_from_config().tzinfo  # nothing pinned: the real UTC clock
+        datetime.timezone.utc
+    """
+    value: Any = ((config or {}).get("configurable") or {}).get(CONFIG_NOW_KEY)
+    if callable(value):
+        value = value()
+    if value is None:
+        return datetime.now(timezone.utc)
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(float(value), tz=timezone.utc)
+    if isinstance(value, str):
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    raise TypeError(
+        f"configurable[{CONFIG_NOW_KEY!r}] must be a datetime, ISO string, POSIX seconds "
+        f"or a callable, got {type(value).__name__}"
+    )
+
+
+def step_from_config(config: RunnableConfig | None) -> int | None:
+    """The LangGraph super-step a node runs in (``metadata["langgraph_step"]``), if known."""
+    step = ((config or {}).get("metadata") or {}).get("langgraph_step")
+    return step if isinstance(step, int) else None

@@ -1,0 +1,196 @@
+"""The decision record every guard writes, and the verdicts it may carry.
+
+Example:
+    >>> d = GuardDecision(guard="loop_check", verdict=Verdict.STOP, reason="repeated_call")
+    >>> d.verdict == "stop", d.tag
+    (True, 'guard:loop_check:stop')
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "ContextRoute",
+    "EvidenceRoute",
+    "GuardDecision",
+    "LoopRoute",
+    "PlannerRoute",
+    "RetryRoute",
+    "Verdict",
+    "parse_verdict",
+]
+
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # pragma: no cover - exercised on Python 3.10 only
+    from enum import Enum
+
+    class StrEnum(str, Enum):
+        """Backport of :class:`enum.StrEnum` (values are their own ``str``)."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+class Verdict(StrEnum):
+    """What a guard decided. Values are the lowercase names.
+
+    Example:
+        >>> from agent_guards import Verdict
+        >>> Verdict("nudge") is Verdict.NUDGE
+        True
+        >>> str(Verdict.STOP), Verdict.STOP == "stop"
+        ('stop', True)
+    """
+
+    ANSWER = "answer"
+    CLARIFY = "clarify"
+    ABSTAIN = "abstain"
+    ESCALATE = "escalate"
+    EXECUTE = "execute"
+    REPLAN = "replan"
+    CONTINUE = "continue"
+    REUSE = "reuse"
+    NUDGE = "nudge"
+    STOP = "stop"
+    RETRY = "retry"
+    REPAIR = "repair"
+    REFUSE = "refuse"
+    FALLBACK = "fallback"
+
+
+def parse_verdict(value: Verdict | str) -> Verdict:
+    """Return ``value`` as a :class:`Verdict`, rejecting unknown strings.
+
+    >>> parse_verdict("STOP")
+    <Verdict.STOP: 'stop'>
+    >>> parse_verdict("maybe")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown verdict 'maybe'; allowed: answer, clarify, abstain, ...
+    """
+    if isinstance(value, Verdict):
+        return value
+    if isinstance(value, str):
+        try:
+            return Verdict(value.strip().lower())
+        except ValueError:
+            pass
+    allowed = ", ".join(v.value for v in Verdict)
+    raise ValueError(f"unknown verdict {value!r}; allowed: {allowed}")
+
+
+# Route labels returned by the conditional edges (so ``add_conditional_edges`` can
+# infer the path map, as LangGraph's ``tools_condition`` does).
+EvidenceRoute = Literal["answer", "clarify", "abstain", "escalate"]
+
+
+PlannerRoute = Literal["execute", "replan", "clarify", "escalate", "stop"]
+
+
+LoopRoute = Literal["continue", "nudge", "stop", "escalate"]
+
+
+RetryRoute = Literal[
+    "retry", "repair", "replan", "clarify", "abstain", "refuse", "fallback", "continue"
+]
+
+
+ContextRoute = Literal["continue", "nudge", "repair"]
+
+
+def _ids(values: Iterable[str] | None) -> tuple[str, ...]:
+    return tuple(str(v) for v in values) if values is not None else ()
+
+
+@dataclass(frozen=True)
+class GuardDecision:
+    """One decision a guard made: the unit that traces, evals and diffs compare.
+
+    Ids are tuples (lists are accepted and converted). ``step`` and ``at`` record where and
+    when the decision was made; they are excluded from equality, so a replay from a
+    checkpoint compares equal to the original run.
+
+    Attributes:
+        guard: The guard's name (``"evidence_resolve"``, ``"loop_check"``, ...).
+        verdict: What it decided.
+        reason: A stable, machine-readable reason code (``"newer_version"``).
+        detail: One human sentence explaining the decision.
+        selected_ids: Ids the decision is based on (evidence, memories, calls).
+        conflicting_ids: Ids that disagreed with the selection and were flagged.
+        dropped_ids: Ids set aside (noise, expired, duplicates).
+        policy: Policy name and version, e.g. ``"EvidencePolicy@1"``.
+        step: LangGraph step (super-step) the decision was made at, when known.
+        at: ISO-8601 UTC timestamp from the run's clock.
+        data: Small, JSON-serializable extras specific to the guard.
+
+    Example:
+        >>> from agent_guards import GuardDecision
+        >>> d = GuardDecision(guard="evidence_resolve", verdict="answer", reason="newer_version",
+        ...                   selected_ids=["doc-2"], conflicting_ids=["doc-1"])
+        >>> d.tag, d.selected_ids
+        ('guard:evidence_resolve:answer', ('doc-2',))
+        >>> GuardDecision.from_dict(d.to_dict()) == d.with_context(step=4)
+        True
+    """
+
+    guard: str
+    verdict: Verdict
+    reason: str
+    detail: str = ""
+    selected_ids: tuple[str, ...] = ()
+    conflicting_ids: tuple[str, ...] = ()
+    dropped_ids: tuple[str, ...] = ()
+    policy: str = ""
+    step: int | None = field(default=None, compare=False)
+    at: str | None = field(default=None, compare=False)
+    data: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.guard, str) or not self.guard:
+            raise ValueError(f"GuardDecision.guard must be a non-empty string, got {self.guard!r}")
+        if not isinstance(self.reason, str) or not self.reason:
+            raise ValueError(
+                f"GuardDecision.reason must be a non-empty string, got {self.reason!r}"
+            )
+        object.__setattr__(self, "verdict", parse_verdict(self.verdict))
+        for name in ("selected_ids", "conflicting_ids", "dropped_ids"):
+            object.__setattr__(self, name, _ids(getattr(self, name)))
+        object.__setattr__(self, "data", dict(self.data or {}))
+
+    @property
+    def tag(self) -> str:
+        """LangSmith tag for this decision: ``guard:<name>:<verdict>``."""
+        return f"guard:{self.guard}:{self.verdict.value}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (verdict as its string value, ids as lists)."""
+        out = asdict(self)
+        out["verdict"] = self.verdict.value
+        for name in ("selected_ids", "conflicting_ids", "dropped_ids"):
+            out[name] = list(out[name])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GuardDecision:
+        """Inverse of :meth:`to_dict`; unknown keys are rejected by name."""
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"GuardDecision has no field(s) {unknown}; allowed: {sorted(known)}")
+        return cls(**dict(data))
+
+    def with_context(self, *, step: int | None = None, at: str | None = None) -> GuardDecision:
+        """Return a copy stamped with the graph step and time (unset fields only)."""
+        from dataclasses import replace
+
+        return replace(
+            self,
+            step=self.step if self.step is not None else step,
+            at=self.at if self.at is not None else at,
+        )

@@ -1,0 +1,199 @@
+"""Field parsing shared by the evidence and memory records. Private: not part of the API.
+
+Every parser names the item and the field it rejects, through :class:`InvalidInputError`,
+so a bad document or memory record is reported as ``item 'doc-7' field 'updated_at': ...``.
+
+Example:
+    >>> to_datetime("2026-01-01", item="d1", field="updated_at").isoformat()
+    '2026-01-01T00:00:00+00:00'
+    >>> to_confidence(float("nan"), item="d1", field="confidence")
+    Traceback (most recent call last):
+    ...
+    agent_guards.core.errors.InvalidInputError: item 'd1' field 'confidence': must be ... got nan
+    >>> normalize_value(" 1,000,000 ") == normalize_value(1000000.0)
+    True
+    >>> version_key("v1.10") > version_key("v1.9")
+    True
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, fields
+from datetime import date, datetime, timezone
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from agent_guards.core.errors import InvalidInputError
+
+__all__ = [
+    "from_mapping",
+    "normalize_text",
+    "normalize_value",
+    "to_confidence",
+    "to_datetime",
+    "to_finite",
+    "to_identities",
+    "to_ids",
+    "version_key",
+]
+
+DateLike = datetime | date | str
+
+
+def to_datetime(value: Any, *, item: str | None, field: str) -> datetime | None:
+    """A timezone-aware datetime from a ``datetime``, ``date`` or ISO-8601 string (None passes).
+
+    Values without an offset are read as UTC; a ``date`` is midnight UTC.
+    """
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidInputError(
+                f"not an ISO-8601 date/time: {value!r}", item=item, field=field
+            ) from None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    raise InvalidInputError(
+        f"must be a datetime, date or ISO-8601 string, got {type(value).__name__}",
+        item=item,
+        field=field,
+    )
+
+
+def to_finite(value: Any, *, item: str | None, field: str) -> float | None:
+    """A finite float (None passes); bools, NaN and infinities are rejected."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInputError(f"must be a number, got {value!r}", item=item, field=field)
+    number = float(value)
+    if not math.isfinite(number):
+        raise InvalidInputError(f"must be a finite number, got {value!r}", item=item, field=field)
+    return number
+
+
+def to_confidence(value: Any, *, item: str | None, field: str) -> float | None:
+    """A probability in 0..1 (None passes); NaN, bools and out-of-range values are rejected."""
+    if value is None:
+        return None
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    if not ok or not (0.0 <= float(value) <= 1.0):  # NaN fails the comparison
+        raise InvalidInputError(f"must be a number in 0..1, got {value!r}", item=item, field=field)
+    return float(value)
+
+
+def to_ids(value: Any, *, item: str | None, field: str) -> tuple[str, ...]:
+    """A tuple of non-empty strings from a string or an iterable of strings (None -> ())."""
+    if value is None:
+        return ()
+    values = (value,) if isinstance(value, str) else value
+    if isinstance(values, Mapping) or not isinstance(values, Iterable):
+        raise InvalidInputError(
+            f"must be a string or a list of strings, got {value!r}", item=item, field=field
+        )
+    out = tuple(values)
+    if any(not isinstance(v, str) or not v for v in out):
+        raise InvalidInputError(
+            f"must contain non-empty strings only, got {list(out)!r}", item=item, field=field
+        )
+    return out
+
+
+def to_identities(principal: Any, *, field: str = "principal") -> frozenset[str]:
+    """The caller's identities: a string or an iterable of strings; None is nobody."""
+    return frozenset(to_ids(principal, item=None, field=field))
+
+
+_SPACE = re.compile(r"\s+")
+_THOUSANDS = re.compile(r"(?<=\d)[,_'\u2019\u00a0\u202f](?=\d{3}(?!\d))")
+_SPACED_NUMBER = re.compile(r"[+-]?\d{1,3}( \d{3})+(\.\d+)?")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def normalize_text(value: Any) -> str:
+    """Casefolded text with whitespace collapsed (entity, basis and key spellings)."""
+    return _SPACE.sub(" ", str(value)).strip().casefold()
+
+
+def _number(text: str) -> str:
+    try:
+        parsed = Decimal(text)
+    except InvalidOperation:  # pragma: no cover - guarded by the regex
+        return text
+    if parsed == 0:
+        return "0"
+    return format(parsed.normalize(), "f")
+
+
+def normalize_value(value: Any) -> str:
+    """The default value normalizer: one spelling per value.
+
+    Whitespace and case do not matter, thousands separators are dropped and numbers are
+    written canonically (``"1,000.50"``, ``"1000.5"`` and ``1000.5`` are one value).
+
+    >>> normalize_value("  Fifty   Thousand ") == normalize_value("fifty thousand")
+    True
+    >>> normalize_value("50w"), normalize_value(True)
+    ('50w', 'true')
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, Decimal)):
+        return _number(repr(value) if isinstance(value, float) else str(value))
+    text = normalize_text(value)
+    if _SPACED_NUMBER.fullmatch(text):
+        text = text.replace(" ", "")
+    text = _THOUSANDS.sub("", text)
+    if _NUMBER.fullmatch(text):
+        return _number(text)
+    return text
+
+
+_VERSION_PART = re.compile(r"\d+|\D+")
+
+
+def version_key(version: Any) -> tuple[tuple[int, Any], ...]:
+    """A natural sort key for a version (``"v1.10"`` after ``"v1.9"``; ints as numbers)."""
+    if version is None:
+        return ()
+    if isinstance(version, int) and not isinstance(version, bool):
+        return ((0, version),)
+    parts = _VERSION_PART.findall(normalize_text(version))
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts)
+
+
+def from_mapping(cls: type[Any], data: Any, *, key: str = "id", prefix: str = "") -> Any:
+    """``cls(**data)`` for a dataclass ``cls``, naming the item (``data[key]``) in every error.
+
+    Unknown keys and missing required fields are rejected by name; an instance of ``cls``
+    is returned as it is.
+    """
+    if isinstance(data, cls):
+        return data
+    if not isinstance(data, Mapping):
+        raise InvalidInputError(
+            f"expected a {cls.__name__} or a mapping, got {type(data).__name__}"
+        )
+    item = f"{prefix}{data[key]}" if key in data else None
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise InvalidInputError(
+            f"unknown key(s) {unknown}; allowed: {', '.join(known)}", item=item, field=unknown[0]
+        )
+    for f in fields(cls):
+        if f.name not in data and f.default is MISSING and f.default_factory is MISSING:
+            raise InvalidInputError(f"missing required key {f.name!r}", item=item, field=f.name)
+    return cls(**dict(data))

@@ -1,0 +1,293 @@
+"""Reading a message history as a list of actions (pure). Private: not part of the API.
+
+loop_check and retry_router both look at the recent *actions* of a run: each tool call an
+AIMessage asked for (with the ToolMessage that answered it, if any) and each assistant
+reply without tool calls. This module turns LangChain messages into those actions in a
+bounded backward scan, so the cost does not grow with the length of the history.
+
+Example:
+    >>> from agent_guards.testing import tool_call_message
+    >>> from langchain_core.messages import ToolMessage
+    >>> acts = scan_actions([tool_call_message("a", {"x": 1}, id="c1"),
+    ...                      ToolMessage("done", tool_call_id="c1")], ScanOptions())
+    >>> [(a.tool, a.status, a.signature) for a in acts]
+    [('a', 'ok', 'a:{"x":1}')]
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+
+from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.signatures import (
+    DEFAULT_GUARD_NAMES,
+    DEFAULT_IGNORED_ARG_KEYS,
+    DEFAULT_SCOPE_KEYS,
+    Normalizer,
+    _clean,
+    _json_default,
+    _key,
+    call_signature,
+    content_text,
+    is_guard_message,
+    normalize_result,
+)
+
+__all__ = ["Action", "ScanOptions", "latest_batch", "scan_actions"]
+
+
+def _evidence_ids(artifact: Any) -> frozenset[str] | None:
+    if isinstance(artifact, Mapping):
+        for key in ("evidence_ids", "ids"):
+            ids = artifact.get(key)
+            if isinstance(ids, (list, tuple, set, frozenset)):
+                return frozenset(str(i) for i in ids)
+        return None
+    if isinstance(artifact, (list, tuple)) and artifact:
+        out = set()
+        for item in artifact:
+            ident = getattr(item, "id", None)
+            if ident is None and isinstance(getattr(item, "metadata", None), Mapping):
+                ident = item.metadata.get("id")
+            if ident is None and isinstance(item, Mapping):
+                ident = item.get("id")
+            if ident is None:
+                return None
+            out.add(str(ident))
+        return frozenset(out)
+    return None
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=10).hexdigest()
+
+
+@functools.lru_cache(maxsize=4096)
+def _result_digest(text: str, normalizers: tuple[Normalizer, ...]) -> tuple[str, int]:
+    """Digest and length of a normalized result.
+
+    A memo of a pure function (same text in, same digest out), not guard state: it only
+    saves re-normalizing the results every later step reads again.
+    """
+    normalized = normalize_result(text, extra=normalizers)
+    return _digest(normalized), len(normalized)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing the assistant did: a tool call (with its answer, if any) or a text reply."""
+
+    kind: Literal["tool", "text"]
+    tool: str
+    call_id: str
+    signature: str
+    scope: tuple[tuple[str, str], ...]
+    status: Literal["pending", "ok", "error"]
+    result_key: str | None
+    """Digest of the normalized result (``"error"`` for any failure); None = unknown."""
+    evidence: frozenset[str] | None
+    result_len: int
+    reused: bool
+    message: ToolMessage | None
+    ai_position: int
+    text: str = ""
+    attempts: int = 1
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    """How to read a history (taken from a LoopPolicy or a RetryRouterPolicy)."""
+
+    window: int = 50
+    interactive: bool = True
+    guard_names: frozenset[str] = DEFAULT_GUARD_NAMES
+    ignore_keys: frozenset[str] = DEFAULT_IGNORED_ARG_KEYS
+    scope_keys: frozenset[str] = DEFAULT_SCOPE_KEYS
+    normalizers: tuple[Normalizer, ...] = ()
+
+
+def _as_message(item: Any, index: int) -> BaseMessage:
+    if isinstance(item, BaseMessage):
+        return item
+    if isinstance(item, Mapping):
+        try:
+            return convert_to_messages([dict(item)])[0]
+        except Exception as err:
+            raise InvalidInputError(
+                f"not a message: {err}", item=f"messages[{index}]", field="type"
+            ) from err
+    raise InvalidInputError(
+        f"expected a LangChain message or a dict, got {type(item).__name__}",
+        item=f"messages[{index}]",
+        field="type",
+    )
+
+
+def _scope(args: Any, scope_keys: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    if type(args) is not dict and not isinstance(args, Mapping):
+        return ()
+    pairs = [
+        (_key(k), json.dumps(_clean(v, frozenset()), sort_keys=True, default=_json_default))
+        for k, v in args.items()
+        if _key(k) in scope_keys
+    ]
+    return tuple(sorted(pairs))
+
+
+def _attempts(message: ToolMessage) -> int:
+    meta = message.response_metadata.get("agent_guards") if message.response_metadata else None
+    value = meta.get("attempt") if isinstance(meta, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def _tool_action(
+    call: Mapping[str, Any], answer: ToolMessage | None, position: int, j: int, opts: ScanOptions
+) -> Action:
+    name = call.get("name")
+    call_id = call.get("id") or f"messages[{position}].tool_calls[{j}]"
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError("tool call has no name", item=str(call_id), field="name")
+    args = call.get("args")
+    signature = call_signature(name, args, ignore_keys=opts.ignore_keys)
+    if answer is None:
+        return Action(
+            "tool",
+            name,
+            str(call_id),
+            signature,
+            _scope(args, opts.scope_keys),
+            "pending",
+            None,
+            None,
+            0,
+            False,
+            None,
+            position,
+        )
+    meta = answer.response_metadata.get("agent_guards") if answer.response_metadata else None
+    reused = isinstance(meta, Mapping) and bool(meta.get("reused_from"))
+    if answer.status == "error":
+        status: Literal["ok", "error"] = "error"
+        key: str | None = "error"
+        evidence = None
+        length = 0
+    else:
+        status = "ok"
+        evidence = _evidence_ids(answer.artifact)
+        digest, length = _result_digest(content_text(answer.content), opts.normalizers)
+        key = "ids:" + _digest("\x1f".join(sorted(evidence))) if evidence is not None else digest
+        if reused and isinstance(meta, Mapping) and meta.get("duplicate"):
+            key = None
+    return Action(
+        "tool",
+        name,
+        str(call_id),
+        signature,
+        _scope(args, opts.scope_keys),
+        status,
+        key,
+        evidence,
+        length,
+        reused,
+        answer,
+        position,
+        attempts=_attempts(answer),
+    )
+
+
+def _pair(
+    calls: Sequence[Mapping[str, Any]], answers: list[ToolMessage]
+) -> list[ToolMessage | None]:
+    by_id = {m.tool_call_id: m for m in answers if m.tool_call_id}
+    out: list[ToolMessage | None] = []
+    used: set[int] = set()
+    for call in calls:
+        match = by_id.get(call.get("id") or "")
+        if match is not None:
+            used.add(id(match))
+        out.append(match)
+    spare = iter(m for m in answers if id(m) not in used)
+    return [m if m is not None else next(spare, None) for m in out]
+
+
+def _calls(message: AIMessage) -> list[Mapping[str, Any]]:
+    calls: list[Mapping[str, Any]] = list(message.tool_calls or ())
+    calls.extend(message.invalid_tool_calls or ())
+    return calls
+
+
+def scan_actions(messages: Sequence[Any], opts: ScanOptions) -> list[Action]:
+    """The most recent actions, oldest first, at most about ``opts.window`` of them.
+
+    Scans backwards and stops at the window, at a user's message in interactive mode, or
+    after ``4 * window + 20`` messages, so the cost is bounded whatever the history length.
+    """
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise InvalidInputError(
+            f"expected a list of messages, got {type(messages).__name__}", field="messages"
+        )
+    actions: list[Action] = []
+    answers: list[ToolMessage] = []
+    budget = 4 * opts.window + 20
+    for position in range(len(messages) - 1, max(-1, len(messages) - 1 - budget), -1):
+        message = _as_message(messages[position], position)
+        if isinstance(message, ToolMessage):
+            answers.append(message)
+            continue
+        if is_guard_message(message, opts.guard_names):
+            continue
+        if isinstance(message, AIMessage):
+            calls = _calls(message)
+            if calls:
+                paired = _pair(calls, answers[::-1])
+                for j in range(len(calls) - 1, -1, -1):
+                    actions.append(_tool_action(calls[j], paired[j], position, j, opts))
+            else:
+                text = " ".join(content_text(message.content).split())
+                if text:
+                    label = message.id or f"messages[{position}]"
+                    actions.append(
+                        Action(
+                            "text",
+                            "",
+                            label,
+                            "say:" + _digest(text.casefold()),
+                            (),
+                            "ok",
+                            None,
+                            None,
+                            len(text),
+                            False,
+                            None,
+                            position,
+                            text=text,
+                        )
+                    )
+            answers = []
+            if len(actions) >= opts.window:
+                break
+        elif isinstance(message, HumanMessage) and opts.interactive:
+            break
+    actions.reverse()
+    return actions
+
+
+def latest_batch(actions: Sequence[Action]) -> list[Action]:
+    """The tool calls of the most recent assistant turn (empty if it was a text reply)."""
+    if not actions or actions[-1].kind != "tool":
+        return []
+    position = actions[-1].ai_position
+    return [a for a in actions if a.ai_position == position]

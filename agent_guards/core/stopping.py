@@ -1,0 +1,114 @@
+"""Stopping well (DESIGN principle 6), shared by loop_check and retry_router. Private.
+
+A guard that ends a run answers every pending tool call with a ToolMessage, then tells the
+user what was confirmed so far and why it stopped, in one sentence built by
+:func:`agent_guards.core.errors.trip_message` (the same text a ``GuardTripped`` carries).
+
+Example:
+    >>> from agent_guards.testing import tool_call_message
+    >>> from langchain_core.messages import ToolMessage
+    >>> msgs = [tool_call_message("a", {}, id="c1"),
+    ...         ToolMessage("A is 1", tool_call_id="c1", name="a"),
+    ...         tool_call_message("b", {}, id="c2")]
+    >>> [m.tool_call_id for m in answer_pending(msgs, "not executed")]
+    ['c2']
+    >>> partial_results(msgs)
+    ['a: A is 1']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from agent_guards.core.decision import GuardDecision
+from agent_guards.core.errors import trip_message
+from agent_guards.core.signatures import _REUSE_LINE, content_text
+
+__all__ = ["answer_pending", "final_message", "partial_results"]
+
+
+def answer_pending(
+    messages: Sequence[Any], content: str, *, name: str = "loop_check"
+) -> list[ToolMessage]:
+    """ToolMessages for the latest assistant turn's calls that have no answer yet.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> turn = AIMessage("", tool_calls=[{"name": "search", "args": {}, "id": "c1"},
+        ...                                  {"name": "fetch", "args": {}, "id": "c2"}])
+        >>> done = ToolMessage("4%", tool_call_id="c1", name="search")
+        >>> [(m.tool_call_id, m.status, m.content) for m in answer_pending([turn, done], "skipped")]
+        [('c2', 'error', 'skipped')]
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, AIMessage):
+            answered = {m.tool_call_id for m in messages[i + 1 :] if isinstance(m, ToolMessage)}
+            return [
+                ToolMessage(
+                    content=content,
+                    tool_call_id=call["id"],
+                    name=call["name"],
+                    status="error",
+                    response_metadata={"agent_guards": {"guard": name}},
+                )
+                for call in message.tool_calls
+                if call.get("id") and call["id"] not in answered
+            ]
+    return []
+
+
+def partial_results(messages: Sequence[Any], *, limit: int = 5, chars: int = 300) -> list[str]:
+    """The last few distinct successful tool results, oldest first (``tool: text``).
+
+    Example:
+        >>> msgs = [ToolMessage("rate is 4%", tool_call_id="c1", name="search"),
+        ...         ToolMessage("timeout", tool_call_id="c2", name="fetch", status="error"),
+        ...         ToolMessage("rate is 4%", tool_call_id="c3", name="search"),
+        ...         ToolMessage("x" * 50, tool_call_id="c4", name="read")]
+        >>> partial_results(msgs, chars=10)
+        ['search: rate is 4%', 'read: xxxxxxxxx…']
+    """
+    out: list[str] = []
+    seen: set[str] = set()
+    for message in reversed(messages[-200:]):
+        if not isinstance(message, ToolMessage) or message.status == "error":
+            continue
+        text = " ".join(_REUSE_LINE.sub("", content_text(message.content)).split())
+        if not text or text in seen:
+            continue
+        seen.add(text)
+        clipped = text if len(text) <= chars else text[: chars - 1] + "…"
+        out.append(f"{message.name or 'tool'}: {clipped}")
+        if len(out) >= limit:
+            break
+    return out[::-1]
+
+
+def final_message(
+    decision: GuardDecision, messages: Sequence[BaseMessage], *, lead: str | None = None
+) -> AIMessage:
+    """The run's last message: why it stopped, plus the confirmed partial result."""
+    reason = lead or trip_message(decision.guard, decision.reason)
+    lines = [f"{reason}: {decision.detail}." if decision.detail else f"{reason}."]
+    found = partial_results(messages)
+    if found:
+        lines.append("What I have so far:")
+        lines.extend(f"- {item}" for item in found)
+    else:
+        lines.append("Nothing was confirmed before stopping.")
+    lines.append("Missing: the rest of the task could not be completed reliably.")
+    return AIMessage(
+        content="\n".join(lines),
+        name=decision.guard,
+        response_metadata={
+            "agent_guards": {
+                "guard": decision.guard,
+                "verdict": decision.verdict.value,
+                "reason": decision.reason,
+            }
+        },
+    )

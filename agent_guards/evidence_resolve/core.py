@@ -1,0 +1,275 @@
+"""``resolve_evidence``: arbitrate retrieved evidence. Pure: no LangGraph import.
+
+Order (seed 000): permission > entity > version/time > source credibility > basis >
+relevance > (never) model summary. The work is a few dict passes plus sorts of the groups,
+so it grows as n log n. Public names are re-exported from :mod:`agent_guards.evidence_resolve`.
+
+Example:
+    >>> docs = [
+    ...     Evidence("p24", "approval_limit", "100w", source_type="official",
+    ...              updated_at="2024-06-01", confidence=0.95),
+    ...     Evidence("p26", "approval_limit", "50w", source_type="official",
+    ...              updated_at="2026-01-01", confidence=0.93),
+    ... ]
+    >>> v = resolve_evidence(docs)
+    >>> v.verdict.value, v.value, v.selected_ids, v.conflicting_ids, v.reason
+    ('answer', '50w', ('p26',), ('p24',), 'newer_version')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agent_guards.core.decision import GuardDecision, Verdict
+from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.fields import normalize_text, to_datetime, to_identities
+from agent_guards.evidence_resolve.arbiter import Arbiter, Outcome
+from agent_guards.evidence_resolve.model import Evidence, EvidenceVerdict
+from agent_guards.evidence_resolve.policy import EvidencePolicy
+
+__all__ = ["GUARD", "coerce_evidence", "resolve_evidence"]
+
+GUARD = "evidence_resolve"
+_CAUTION = {Verdict.ANSWER: 0, Verdict.ABSTAIN: 1, Verdict.CLARIFY: 2, Verdict.ESCALATE: 3}
+
+
+def _raw_allowed(raw: Any) -> Any:
+    if isinstance(raw, Evidence):
+        return raw.allowed
+    if isinstance(raw, Mapping):
+        return raw.get("allowed")
+    metadata = getattr(raw, "metadata", None)
+    if isinstance(metadata, Mapping):
+        for key in ("allowed", "allowed_principals", "acl"):
+            if metadata.get(key) is not None:
+                return metadata[key]
+    return None
+
+
+def _visible(raw: Any, identities: frozenset[str]) -> bool:
+    allowed = _raw_allowed(raw)
+    if allowed is None:
+        return True
+    names = {allowed} if isinstance(allowed, str) else allowed
+    try:
+        return not identities.isdisjoint(names)
+    except TypeError:  # malformed ACL: validation below names it
+        return True
+
+
+def coerce_evidence(raw: Any) -> Evidence:
+    """An :class:`Evidence` from an ``Evidence``, a dict or a LangChain ``Document``.
+
+    Example:
+        >>> from agent_guards.evidence_resolve import coerce_evidence
+        >>> ev = coerce_evidence({"id": "d1", "claim_key": "sla", "value": "99.9%",
+        ...                       "updated_at": "2026-01-01"})
+        >>> type(ev).__name__, ev.value, ev.updated_at.isoformat(), coerce_evidence(ev) is ev
+        ('Evidence', '99.9%', '2026-01-01T00:00:00+00:00', True)
+    """
+    if isinstance(raw, Evidence):
+        return raw
+    if isinstance(raw, Mapping):
+        return Evidence.from_dict(raw)
+    if hasattr(raw, "page_content") and hasattr(raw, "metadata"):
+        return Evidence.from_document(raw)
+    raise InvalidInputError(
+        f"expected Evidence, dict or Document, got {type(raw).__name__}", field="items"
+    )
+
+
+def resolve_evidence(
+    items: Iterable[Any],
+    *,
+    policy: EvidencePolicy | None = None,
+    principal: str | Iterable[str] | None = None,
+    entity: str | None = None,
+    basis: str | None = None,
+    as_of: Any = None,
+    claim_key: str | None = None,
+) -> EvidenceVerdict:
+    """Decide what the evidence supports: ANSWER, CLARIFY, ABSTAIN or ESCALATE.
+
+    Args:
+        items: ``Evidence`` items (dicts and LangChain ``Document``s are converted).
+        policy: Weights and thresholds; ``EvidencePolicy()`` when omitted.
+        principal: The caller's identities (user id, groups). Items whose ``allowed`` names
+            none of them are removed first and appear nowhere in the result. ``None`` sees
+            only items with ``allowed=None``. Take it from the run's config, never from
+            model output.
+        entity: The entity the question is about; items about other entities are dropped.
+        basis: The business basis asked for; items stated in other bases are dropped.
+        as_of: Answer as of this date: items not yet effective then are dropped.
+        claim_key: Arbitrate only this claim; items of other claims are dropped.
+
+    Returns:
+        The verdict, with ``selected_ids`` / ``conflicting_ids`` / ``dropped_ids`` and a
+        reason code; ``verdict.decision`` is the :class:`GuardDecision` to log.
+
+    Raises:
+        InvalidInputError: A visible item is malformed or two visible items share an id
+            (the message names the item and the field).
+
+    Example:
+        >>> from agent_guards import Evidence, resolve_evidence
+        >>> docs = [Evidence("wiki", "owner", "alice", source_type="forum"),
+        ...         Evidence("hr", "owner", "bob", source_type="official", allowed=["hr"])]
+        >>> resolve_evidence(docs).value  # "hr" is invisible without a principal
+        'alice'
+        >>> v = resolve_evidence(docs, principal="hr")
+        >>> v.value, v.reason, v.selected_ids, v.conflicting_ids
+        ('bob', 'source_credibility', ('hr',), ('wiki',))
+    """
+    policy = policy if policy is not None else EvidencePolicy()
+    if not isinstance(policy, EvidencePolicy):
+        raise TypeError(f"policy must be an EvidencePolicy, got {type(policy).__name__}")
+    identities = to_identities(principal)
+    when = to_datetime(as_of, item=None, field="as_of")
+    want_entity = _query_text(entity, "entity")
+    want_basis = _query_text(basis, "basis")
+    want_claim = _query_text(claim_key, "claim_key")
+
+    visible: dict[str, Evidence] = {}
+    for raw in items:
+        if not _visible(raw, identities):
+            continue
+        item = coerce_evidence(raw)
+        if not item.visible_to(identities):  # pragma: no cover - _visible saw the same ACL
+            continue
+        if item.id in visible:
+            raise InvalidInputError("duplicate id", item=item.id, field="id")
+        visible[item.id] = item
+    dropped: dict[str, str] = {}
+    live: list[Evidence] = []
+    for item in sorted(visible.values(), key=lambda e: e.id):
+        reason = _drop_reason(
+            item,
+            policy=policy,
+            as_of=when,
+            entity=want_entity,
+            basis=want_basis,
+            claim=want_claim,
+        )
+        if reason:
+            dropped[item.id] = reason
+        else:
+            live.append(item)
+    arbiter = Arbiter(policy)
+    if not visible:
+        outcome = Outcome(Verdict.ABSTAIN, "no_evidence", detail="No evidence was retrieved.")
+        return _verdict(policy, outcome, dropped, {}, None)
+    claims, inactive = arbiter.split(live)
+    if not claims:
+        dropped.update({item.id: why for pairs in inactive.values() for item, why in pairs})
+        outcome = Outcome(
+            Verdict.ABSTAIN, "no_usable_evidence", detail="No usable evidence after filtering."
+        )
+        return _verdict(policy, outcome, dropped, {}, None)
+    outcomes = {key: arbiter.claim(key, cands, inactive) for key, cands in sorted(claims.items())}
+    for out in outcomes.values():
+        dropped.update(out.dropped)
+    for key, pairs in inactive.items():
+        if key not in outcomes:
+            dropped.update({item.id: why for item, why in pairs})
+    if len(outcomes) == 1:
+        key, outcome = next(iter(outcomes.items()))
+        return _verdict(policy, outcome, dropped, {}, key)
+    return _verdict(policy, _combine(outcomes), dropped, outcomes, None)
+
+
+def _query_text(value: Any, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(f"must be a non-empty string, got {value!r}", field=field)
+    return normalize_text(value)
+
+
+def _drop_reason(
+    item: Evidence,
+    *,
+    policy: EvidencePolicy,
+    as_of: Any,
+    entity: str | None,
+    basis: str | None,
+    claim: str | None,
+) -> str:
+    flags = sorted(policy.disqualifying_flags.intersection(item.flags))
+    if flags:
+        return flags[0]
+    if claim is not None and normalize_text(item.claim_key) != claim:
+        return "other_claim"
+    if item.relevance is not None and item.relevance < policy.min_relevance:
+        return "low_relevance"
+    if as_of is not None and item.when is not None and item.when > as_of:
+        return "not_yet_effective"
+    if entity is not None and item.entity is not None and normalize_text(item.entity) != entity:
+        return "other_entity"
+    if basis is not None and item.basis is not None and normalize_text(item.basis) != basis:
+        return "other_basis"
+    return ""
+
+
+def _combine(outcomes: Mapping[str, Outcome]) -> Outcome:
+    worst = max(outcomes.values(), key=lambda o: _CAUTION[o.verdict])
+    selected = sorted({i for o in outcomes.values() for i in o.selected})
+    conflicting = {k: v for o in outcomes.values() for k, v in o.conflicting.items()}
+    reason = "multiple_claims" if worst.verdict is Verdict.ANSWER else worst.reason
+    detail = " ".join(f"[{key}] {o.detail}" for key, o in outcomes.items())
+    return Outcome(
+        worst.verdict, reason, selected=tuple(selected), conflicting=conflicting, detail=detail
+    )
+
+
+def _verdict(
+    policy: EvidencePolicy,
+    outcome: Outcome,
+    dropped: Mapping[str, str],
+    claims: Mapping[str, Outcome],
+    claim_key: str | None,
+) -> EvidenceVerdict:
+    dropped_ids = tuple(sorted(dropped))
+    conflicting_ids = tuple(sorted(outcome.conflicting))
+    data: dict[str, Any] = {}
+    if outcome.value is not None:
+        data["value"] = outcome.value
+    if outcome.values:
+        data["values"] = dict(outcome.values)
+    if outcome.conflicting:
+        data["conflicting"] = dict(sorted(outcome.conflicting.items()))
+    if dropped:
+        data["dropped"] = dict(sorted(dropped.items()))
+    if outcome.candidates:
+        data["candidates"] = [dict(c) for c in outcome.candidates]
+    if claim_key is not None:
+        data["claim_key"] = claim_key
+    per_claim = {key: out.as_claim(key) for key, out in claims.items()}
+    if per_claim:
+        data["claims"] = {
+            key: {"verdict": c.verdict.value, "reason": c.reason, "value": c.value}
+            for key, c in per_claim.items()
+        }
+    decision = GuardDecision(
+        guard=GUARD,
+        verdict=outcome.verdict,
+        reason=outcome.reason,
+        detail=outcome.detail,
+        selected_ids=outcome.selected,
+        conflicting_ids=conflicting_ids,
+        dropped_ids=dropped_ids,
+        policy=policy.label,
+        data=data,
+    )
+    return EvidenceVerdict(
+        verdict=outcome.verdict,
+        reason=outcome.reason,
+        decision=decision,
+        value=outcome.value,
+        values=dict(outcome.values),
+        selected_ids=outcome.selected,
+        conflicting_ids=conflicting_ids,
+        dropped_ids=dropped_ids,
+        claim_key=claim_key,
+        claims=per_claim,
+    )

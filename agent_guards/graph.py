@@ -1,0 +1,120 @@
+"""Plumbing shared by every guard adapter (node or edge). Private: not part of the API.
+
+An adapter does three things around a pure core, and they are the same for every guard:
+
+* stamp the decision with the graph step and the run's clock, attach it to the LangSmith
+  run, and write it to ``guard_log``;
+* turn :class:`InvalidInputError` from the core into a decision with reason
+  ``invalid_input`` that leaves the rest of the state untouched;
+* let ``GraphBubbleUp`` (interrupts, ``Command`` bubbling) pass, always.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.errors import GraphBubbleUp
+from langgraph.store.base import BaseStore
+
+from agent_guards.core.clock import now_from_config, step_from_config
+from agent_guards.core.decision import GuardDecision, Verdict
+from agent_guards.core.errors import InvalidInputError
+from agent_guards.tracing import attach_decision
+
+T = TypeVar("T")
+
+LOG_KEY = "guard_log"
+
+
+def state_value(state: Any, key: str, default: Any = None) -> Any:
+    """``state[key]`` for dict states, ``state.key`` for object states (``default`` if absent)."""
+    if isinstance(state, Mapping):
+        return state.get(key, default)
+    return getattr(state, key, default)
+
+
+def state_messages(state: Any, key: str) -> list[Any]:
+    """The message list in a state (a dict, an object, or the list itself)."""
+    if isinstance(state, list):
+        return state
+    return list(state_value(state, key) or ())
+
+
+def graph_store(config: RunnableConfig | None) -> BaseStore | None:
+    """The store the running graph was compiled with, or None (outside a graph, no store).
+
+    ``langgraph.config.get_store()`` reads it from a context variable, which async code on
+    Python 3.10 does not propagate; the node's own config carries the same runtime.
+    """
+    try:
+        from langgraph.config import get_store
+
+        return get_store()
+    except Exception:  # not in a runnable context (or Python 3.10 async)
+        runtime = ((config or {}).get("configurable") or {}).get("__pregel_runtime")
+        return getattr(runtime, "store", None)
+
+
+def stamp(decision: GuardDecision, config: RunnableConfig | None) -> GuardDecision:
+    """Fill in step and time from the config, and attach the decision to the current run."""
+    stamped = decision.with_context(
+        step=step_from_config(config), at=now_from_config(config).isoformat()
+    )
+    attach_decision(stamped)
+    return stamped
+
+
+def invalid_input(
+    guard: str, error: InvalidInputError, *, policy: str = "", verdict: Verdict = Verdict.ABSTAIN
+) -> GuardDecision:
+    """The decision an adapter records when its core rejected the input."""
+    return GuardDecision(
+        guard=guard,
+        verdict=verdict,
+        reason="invalid_input",
+        detail=str(error),
+        selected_ids=(),
+        dropped_ids=(error.item,) if error.item else (),
+        policy=policy,
+        data={"field": error.field, "item": error.item, "problem": error.problem},
+    )
+
+
+def guarded(
+    func: Callable[[Any, RunnableConfig], T],
+    on_invalid: Callable[[InvalidInputError], T],
+) -> Callable[[Any, RunnableConfig], T]:
+    """Wrap a ``(state, config)`` function so bad input becomes ``on_invalid(err)``.
+
+    Interrupts (``GraphBubbleUp``) always pass. The wrapper keeps the two-argument
+    signature so ``RunnableLambda`` hands it the config.
+    """
+
+    def wrapper(state: Any, config: RunnableConfig) -> T:
+        try:
+            return func(state, config)
+        except GraphBubbleUp:
+            raise
+        except InvalidInputError as err:
+            return on_invalid(err)
+
+    return wrapper
+
+
+def runnable(
+    name: str,
+    func: Callable[[Any, RunnableConfig], Any],
+    afunc: Callable[[Any, RunnableConfig], Awaitable[Any]] | None = None,
+) -> RunnableLambda[Any, Any]:
+    """A sync+async node/edge built once (``RunnableLambda(func, afunc=...)``).
+
+    Without ``afunc`` the async path runs ``func`` inline: the cores are pure CPU work
+    that finishes in microseconds, so a thread hop would cost more than it saves.
+    """
+
+    async def _afunc(state: Any, config: RunnableConfig) -> Any:
+        return func(state, config)
+
+    return RunnableLambda(func, afunc=afunc or _afunc, name=name)

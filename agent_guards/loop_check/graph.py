@@ -1,0 +1,357 @@
+"""loop_check: stop tool loops early, without executing a repeated call twice.
+
+Pure core :func:`detect_loop` (no LangGraph import) plus thin adapters:
+
+* :func:`create_loop_check` - a conditional edge returning ``"continue" | "nudge" | "stop" |
+  "escalate"`` (:data:`~agent_guards.core.LoopRoute`); place it after the tools node;
+* :func:`add_loop_check` - adds that edge with its path map and the nudge / stop /
+  escalate nodes in one call;
+* :class:`ToolCallGuard` - the ``ToolNode(wrap_tool_call=...)`` helper that answers an
+  identical call from the earlier result (verdict REUSE), so the tool runs once.
+
+Defaults: the 2nd identical call is reused (not executed) and nudged, the 3rd stops the
+run with the partial result and the reason. Nothing is kept on Python objects: counts come
+from the messages, so resume, fork and replay decide the same.
+
+Example:
+    >>> from langchain_core.messages import HumanMessage
+    >>> from langchain_core.tools import tool
+    >>> from langgraph.graph import START, StateGraph
+    >>> from langgraph.prebuilt import tools_condition
+    >>> from agent_guards.testing import ScriptedChatModel, tool_call_message
+    >>> from agent_guards import LoopState, ToolCallGuard, add_loop_check
+    >>> @tool
+    ... def search(q: str) -> str:
+    ...     '''Search.'''
+    ...     return "rates are 4%"
+    >>> model = ScriptedChatModel(script=[tool_call_message("search", {"q": "rates"})],
+    ...                           repeat_last=True)
+    >>> builder = StateGraph(LoopState)
+    >>> _ = builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    >>> _ = builder.add_node("tools", ToolCallGuard().tool_node([search]))
+    >>> _ = builder.add_edge(START, "model")
+    >>> _ = builder.add_conditional_edges("model", tools_condition)
+    >>> _ = add_loop_check(builder, "tools", continue_to="model")
+    >>> out = builder.compile().invoke({"messages": [HumanMessage("rates?")]})
+    >>> [d.verdict.value for d in out["guard_log"]], out["usage"]["tool_calls"], len(model.calls)
+    (['reuse', 'nudge', 'reuse', 'stop'], 1, 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import replace
+from typing import Annotated, Any, cast
+
+from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import END, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, interrupt
+
+from agent_guards import graph as _node
+from agent_guards.core.decision import GuardDecision, LoopRoute, Verdict
+from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.state import GuardState
+from agent_guards.core.stopping import answer_pending, final_message
+from agent_guards.graph import state_messages
+from agent_guards.loop_check.core import detect_loop
+from agent_guards.loop_check.policy import LoopPolicy
+
+__all__ = [
+    "LoopState",
+    "add_loop_check",
+    "add_loop_nodes",
+    "create_loop_check",
+    "create_loop_escalate",
+    "create_loop_nudge",
+    "create_loop_stop",
+    "nudge_text",
+]
+
+GUARD = "loop_check"
+
+
+class LoopState(GuardState, total=False):
+    """State mixin for loop_check: messages plus ``guard_log`` and ``usage``.
+
+    The edge reads ``messages``; the nudge / stop nodes append to ``messages`` and
+    ``guard_log``; :class:`ToolCallGuard` adds ``usage["tool_calls"]``.
+
+    Example:
+        >>> from langgraph.graph import START
+        >>> from agent_guards.testing import tool_call_message
+        >>> builder = StateGraph(LoopState).add_node("nudge", create_loop_nudge())
+        >>> app = builder.add_edge(START, "nudge").compile()
+        >>> calls = [tool_call_message("search", {"q": "rates"}) for _ in range(2)]
+        >>> out = app.invoke({"messages": calls})
+        >>> [m.type for m in out["messages"]], [d.verdict.value for d in out["guard_log"]]
+        (['ai', 'ai', 'human'], ['nudge'])
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def _check(policy: LoopPolicy | None) -> LoopPolicy:
+    policy = LoopPolicy() if policy is None else policy
+    if not isinstance(policy, LoopPolicy):
+        raise TypeError(f"policy must be a LoopPolicy, got {type(policy).__name__}")
+    return policy
+
+
+def _decide(state: Any, config: RunnableConfig, policy: LoopPolicy, key: str) -> GuardDecision:
+    def on_invalid(err: InvalidInputError) -> GuardDecision:
+        return _node.invalid_input(GUARD, err, policy=policy.label, verdict=Verdict.CONTINUE)
+
+    def core(s: Any, _c: RunnableConfig) -> GuardDecision:
+        return detect_loop(state_messages(s, key), policy=policy)
+
+    return _node.stamp(_node.guarded(core, on_invalid)(state, config), config)
+
+
+def create_loop_check(
+    *, policy: LoopPolicy | None = None, messages_key: str = "messages"
+) -> RunnableLambda[Any, LoopRoute]:
+    """The loop_check conditional edge: ``"continue" | "nudge" | "stop" | "escalate"``.
+
+    An edge cannot write state: its decision is attached to the trace, and the nudge /
+    stop / escalate nodes it routes to write the same decision to ``guard_log`` (they
+    recompute it from the same messages). Malformed messages route to ``"continue"``.
+
+    Example:
+        >>> from agent_guards.testing import tool_call_message
+        >>> route = create_loop_check()
+        >>> calls = [tool_call_message("search", {"q": "rates"}) for _ in range(3)]
+        >>> [route.invoke({"messages": calls[:n]}) for n in (1, 2, 3)]
+        ['continue', 'nudge', 'stop']
+    """
+    policy = _check(policy)
+
+    def route(state: Any, config: RunnableConfig) -> LoopRoute:
+        decision = _decide(state, config, policy, messages_key)
+        label = decision.verdict.value
+        return label if label in ("nudge", "stop", "escalate") else "continue"  # type: ignore[return-value]
+
+    return _node.runnable(GUARD, route)
+
+
+def nudge_text(decision: GuardDecision) -> str:
+    """The nudge the model reads: what repeated and what to try instead.
+
+    Example:
+        >>> from agent_guards import GuardDecision, Verdict
+        >>> decision = GuardDecision(guard="loop_check", verdict=Verdict.NUDGE,
+        ...                          reason="repeated_call", detail="search was called 2 times")
+        >>> nudge_text(decision)
+        '[loop_check] search was called 2 times. Repeating it will not change the result. ...'
+    """
+    return (
+        f"[loop_check] {decision.detail}. Repeating it will not change the result. Use "
+        "what you already have, try a different approach (other arguments, another scope "
+        "or tool), or give your final answer and say what is missing."
+    )
+
+
+def create_loop_nudge(
+    *, policy: LoopPolicy | None = None, messages_key: str = "messages"
+) -> RunnableLambda[Any, dict[str, Any]]:
+    """Node: append one nudge (a user-role message named ``loop_check``) and log it.
+
+    Example:
+        >>> from agent_guards.testing import tool_call_message
+        >>> calls = [tool_call_message("search", {"q": "rates"}) for _ in range(2)]
+        >>> out = create_loop_nudge().invoke({"messages": calls})
+        >>> note = out["messages"][0]
+        >>> note.type, note.name, note.content.split(". ")[0]
+        ('human', 'loop_check', '[loop_check] search was called 2 times with the same arguments')
+    """
+    policy = _check(policy)
+
+    def nudge(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        decision = _decide(state, config, policy, messages_key)
+        if decision.verdict is not Verdict.NUDGE:
+            return {"guard_log": [decision]}
+        note = HumanMessage(nudge_text(decision), name=GUARD)
+        return {messages_key: [note], "guard_log": [decision]}
+
+    return _node.runnable("loop_nudge", nudge)
+
+
+def _stop_update(decision: GuardDecision, messages: list[Any], key: str) -> dict[str, Any]:
+    decision = replace(decision, verdict=Verdict.STOP)
+    pending = answer_pending(
+        messages, f"Not executed: loop_check stopped the run ({decision.reason})."
+    )
+    final = final_message(decision, [*messages, *pending])
+    return {key: [*pending, final], "guard_log": [decision]}
+
+
+def create_loop_stop(
+    *, policy: LoopPolicy | None = None, messages_key: str = "messages"
+) -> RunnableLambda[Any, dict[str, Any]]:
+    """Node: answer pending tool calls, end with the partial result and the reason.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> from agent_guards.testing import tool_call_message
+        >>> msgs = [m for i in range(2) for m in (tool_call_message("search", {}, id=f"c{i}"),
+        ...         ToolMessage("rate is 4%", tool_call_id=f"c{i}", name="search"))]
+        >>> out = create_loop_stop().invoke({"messages": [*msgs, tool_call_message("search", {})]})
+        >>> out["messages"][0].content
+        'Not executed: loop_check stopped the run (repeated_call).'
+        >>> print(out["messages"][1].content)
+        loop_check stopped the run: repeated_call: search was called 3 times with the same ...
+        What I have so far:
+        - search: rate is 4%
+        Missing: the rest of the task could not be completed reliably.
+    """
+    policy = _check(policy)
+
+    def stop(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        decision = _decide(state, config, policy, messages_key)
+        return _stop_update(decision, state_messages(state, messages_key), messages_key)
+
+    return _node.runnable("loop_stop", stop)
+
+
+def create_loop_escalate(
+    *,
+    continue_to: str,
+    stop_to: str = "loop_stop",
+    policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+) -> RunnableLambda[Any, Command[str]]:
+    """Node: ask a human through ``interrupt`` whether to stop or go on.
+
+    The interrupt payload is ``{"guard", "decision", "question"}``. Resume with ``"stop"``,
+    ``"continue"``, a guidance string (added as a user message, which starts a fresh count
+    in interactive mode), or ``{"action": "stop" | "continue", "message": "..."}``.
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> from agent_guards.testing import tool_call_message
+        >>> node = create_loop_escalate(continue_to=END, stop_to=END)
+        >>> app = (StateGraph(LoopState).add_node("ask", node).set_entry_point("ask")
+        ...        .compile(checkpointer=InMemorySaver()))
+        >>> cfg = {"configurable": {"thread_id": "1"}}
+        >>> calls = [tool_call_message("search", {"q": "rates"}) for _ in range(3)]
+        >>> app.invoke({"messages": calls}, cfg)["__interrupt__"][0].value["question"]
+        'The agent seems stuck: search was called 3 times with the same arguments. Stop, ...'
+        >>> [d.reason for d in app.invoke(Command(resume="stop"), cfg)["guard_log"]]
+        ['repeated_call', 'human_stop']
+    """
+    policy = _check(policy)
+
+    def escalate(state: Any, config: RunnableConfig) -> Command[str]:
+        decision = _decide(state, config, policy, messages_key)
+        answer = interrupt(
+            {
+                "guard": GUARD,
+                "decision": decision.to_dict(),
+                "question": f"The agent seems stuck: {decision.detail}. Stop, or continue "
+                "(optionally with guidance)?",
+            }
+        )
+        action, text = _parse_answer(answer)
+        human = GuardDecision(
+            guard=GUARD,
+            verdict=Verdict.STOP if action == "stop" else Verdict.CONTINUE,
+            reason=f"human_{action}",
+            detail=text or "",
+            policy=policy.label,
+            data={"escalated": decision.reason},
+        )
+        update: dict[str, Any] = {"guard_log": [decision, _node.stamp(human, config)]}
+        if action == "stop":
+            return Command(goto=stop_to, update=update)
+        if text:
+            update[messages_key] = [HumanMessage(text)]
+        return Command(goto=continue_to, update=update)
+
+    return _node.runnable("loop_escalate", escalate)
+
+
+def _parse_answer(answer: Any) -> tuple[str, str | None]:
+    if isinstance(answer, Mapping):
+        action = str(answer.get("action", "continue")).lower()
+        message = answer.get("message")
+        return ("stop" if action == "stop" else "continue"), message if isinstance(
+            message, str
+        ) else None
+    if isinstance(answer, str):
+        word = answer.strip().lower()
+        if word in ("stop", "continue"):
+            return word, None
+        return "continue", answer.strip() or None
+    return ("stop" if answer is False else "continue"), None
+
+
+def add_loop_check(
+    builder: StateGraph[Any, Any, Any, Any],
+    source: str,
+    *,
+    continue_to: str,
+    policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+    end: str = END,
+) -> dict[str, str]:
+    """Wire loop_check after ``source`` (usually the tools node) and return the path map.
+
+    Adds the nodes ``loop_nudge`` (then ``continue_to``), ``loop_stop`` (then ``end``) and,
+    with ``on_stop="escalate"``, ``loop_escalate``; and the conditional edge from ``source``.
+
+    Example:
+        >>> builder = StateGraph(LoopState).add_node("model", lambda s: {})
+        >>> builder = builder.add_node("tools", lambda s: {})
+        >>> add_loop_check(builder, "tools", continue_to="model")
+        {'continue': 'model', 'nudge': 'loop_nudge', 'stop': 'loop_stop'}
+        >>> sorted(builder.nodes)
+        ['loop_nudge', 'loop_stop', 'model', 'tools']
+    """
+    policy = _check(policy)
+    if not isinstance(source, str) or not source:
+        raise ValueError(f"add_loop_check source must be a node name, got {source!r}")
+    if not isinstance(continue_to, str) or not continue_to:
+        raise ValueError(f"add_loop_check continue_to must be a node name, got {continue_to!r}")
+    path_map = add_loop_nodes(
+        builder, continue_to=continue_to, policy=policy, messages_key=messages_key, end=end
+    )
+    paths = cast("dict[Hashable, str]", path_map)
+    builder.add_conditional_edges(
+        source, create_loop_check(policy=policy, messages_key=messages_key), paths
+    )
+    return path_map
+
+
+def add_loop_nodes(
+    builder: StateGraph[Any, Any, Any, Any],
+    *,
+    continue_to: str,
+    policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+    end: str = END,
+) -> dict[str, str]:
+    """Add loop_check's nodes only and return the path map for its labels.
+
+    Example:
+        >>> add_loop_nodes(StateGraph(LoopState), continue_to="model")
+        {'continue': 'model', 'nudge': 'loop_nudge', 'stop': 'loop_stop'}
+        >>> add_loop_nodes(StateGraph(LoopState), continue_to="model",
+        ...                policy=LoopPolicy(on_stop="escalate"))["escalate"]
+        'loop_escalate'
+    """
+    policy = _check(policy)
+    kw: dict[str, Any] = {"policy": policy, "messages_key": messages_key}
+    builder.add_node("loop_nudge", create_loop_nudge(**kw))
+    builder.add_node("loop_stop", create_loop_stop(**kw))
+    builder.add_edge("loop_nudge", continue_to)
+    builder.add_edge("loop_stop", end)
+    path_map = {"continue": continue_to, "nudge": "loop_nudge", "stop": "loop_stop"}
+    if policy.on_stop == "escalate":
+        builder.add_node(
+            "loop_escalate",
+            create_loop_escalate(continue_to=continue_to, **kw),
+            destinations=(continue_to, "loop_stop"),
+        )
+        path_map["escalate"] = "loop_escalate"
+    return path_map

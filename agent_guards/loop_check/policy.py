@@ -1,0 +1,166 @@
+"""LoopPolicy: loop_check's thresholds and what counts as the same action. Private.
+
+Import it from ``agent_guards.loop_check``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from agent_guards.core.errors import check_choice
+from agent_guards.core.history import ScanOptions
+from agent_guards.core.signatures import (
+    DEFAULT_GUARD_NAMES,
+    DEFAULT_IGNORED_ARG_KEYS,
+    DEFAULT_SCOPE_KEYS,
+    _key,
+)
+
+__all__ = ["PATTERNS", "LoopPolicy"]
+
+PATTERNS: tuple[str, ...] = ("cycle", "repeated_call", "no_progress", "repeated_message")
+"""The loop patterns, in tie-break order (``repeated_call`` also reports ``repeated_failure``)."""
+
+
+def _int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"LoopPolicy.{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _names(name: str, value: Any) -> frozenset[str]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise TypeError(f"LoopPolicy.{name} must be a set of strings, got {value!r}")
+    items = list(value)
+    bad = [v for v in items if not isinstance(v, str) or not v]
+    if bad:
+        raise TypeError(f"LoopPolicy.{name} must hold non-empty strings, got {bad!r}")
+    return frozenset(items)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopPolicy:
+    """When loop_check nudges and stops, and what counts as the same action.
+
+    Counts are *occurrences*: with the defaults the 2nd identical call gets a nudge (and is
+    answered from the first call's result, never executed again) and the 3rd stops the run.
+    That beats the anchors: OpenHands stops at the 4th identical action+observation,
+    gemini-cli at the 5th identical call, an A-B cycle at the 10th call.
+
+    >>> LoopPolicy().label
+    'LoopPolicy@1'
+    >>> LoopPolicy(nudge_at=3, stop_at=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: LoopPolicy.nudge_at must be < stop_at (3), got 3; use None to disable nudges
+    """
+
+    nudge_at: int | None = 2
+    """Occurrence count that earns one nudge per streak (None: never nudge)."""
+    stop_at: int = 3
+    """Occurrence count that stops the run (or escalates, see ``on_stop``)."""
+    thresholds: Mapping[str, tuple[int | None, int]] = field(default_factory=dict)
+    """Per-pattern ``(nudge_at, stop_at)`` overrides, keyed by a name in ``PATTERNS``."""
+    on_stop: Literal["stop", "escalate"] = "stop"
+    """``"escalate"`` asks a human (``interrupt``) instead of stopping."""
+    mode: Literal["interactive", "headless"] = "interactive"
+    """Interactive: a new user message starts a fresh count. Headless: the whole run counts."""
+    window: int = 50
+    """How many recent actions are read (bounds the cost; older ones are not seen)."""
+    max_cycle: int = 4
+    """Longest cycle detected (A-B is 2, A-B-C is 3)."""
+    patterns: frozenset[str] = frozenset(PATTERNS)
+    """Patterns to detect; drop one to switch it off."""
+    scope_keys: frozenset[str] = DEFAULT_SCOPE_KEYS
+    """Argument keys naming a scope (region, period, version): another scope is progress."""
+    ignore_arg_keys: frozenset[str] = DEFAULT_IGNORED_ARG_KEYS
+    """Argument keys left out of call signatures (request ids, timestamps, nonces)."""
+    normalizers: tuple[Callable[[str], str], ...] = ()
+    """Extra result normalizers, applied after the built-in ones (uuids, times, ids...)."""
+    no_progress_min_chars: int = 40
+    """Shorter results ("ok", "done") never count as evidence seen before."""
+    text_similarity: float = 0.9
+    """Two assistant replies at least this similar (rapidfuzz ratio, 0..1) are the same."""
+    reuse_results: bool = True
+    """Answer an identical call from the earlier result instead of running the tool again."""
+    no_reuse_tools: frozenset[str] = frozenset()
+    """Tools whose results go stale (clocks, live prices): always executed, never reused."""
+    exempt_tools: frozenset[str] = frozenset()
+    """Tools left out of loop counting altogether (pollers waiting on a job); always
+    executed, never answered from an earlier result."""
+    guard_names: frozenset[str] = DEFAULT_GUARD_NAMES
+    """``name`` of guard-added messages: never counted, never a reset."""
+    name: str = "LoopPolicy"
+    """Policy name recorded in decisions."""
+    version: int = 1
+    """Policy version recorded in decisions (``LoopPolicy@1``)."""
+
+    def __post_init__(self) -> None:
+        stop = _int("stop_at", self.stop_at, 2)
+        if self.nudge_at is not None and _int("nudge_at", self.nudge_at, 1) >= stop:
+            raise ValueError(
+                f"LoopPolicy.nudge_at must be < stop_at ({stop}), got {self.nudge_at}; "
+                "use None to disable nudges"
+            )
+        check_choice("LoopPolicy.on_stop", self.on_stop, ("stop", "escalate"))
+        check_choice("LoopPolicy.mode", self.mode, ("interactive", "headless"))
+        _int("window", self.window, 2)
+        _int("max_cycle", self.max_cycle, 2)
+        _int("no_progress_min_chars", self.no_progress_min_chars, 0)
+        _int("version", self.version, 1)
+        ratio = self.text_similarity
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+            raise ValueError(f"LoopPolicy.text_similarity must be in (0, 1], got {ratio!r}")
+        for name in (
+            "patterns",
+            "scope_keys",
+            "ignore_arg_keys",
+            "no_reuse_tools",
+            "exempt_tools",
+            "guard_names",
+        ):
+            object.__setattr__(self, name, _names(name, getattr(self, name)))
+        for name in ("scope_keys", "ignore_arg_keys"):
+            object.__setattr__(self, name, frozenset(map(_key, getattr(self, name))))
+        unknown = sorted(self.patterns - set(PATTERNS))
+        if unknown:
+            raise ValueError(f"LoopPolicy.patterns has unknown {unknown}; allowed: {PATTERNS}")
+        thresholds = {}
+        for pattern, pair in dict(self.thresholds).items():
+            check_choice("LoopPolicy.thresholds key", pattern, PATTERNS)
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise ValueError(f"LoopPolicy.thresholds[{pattern!r}] must be (nudge_at, stop_at)")
+            try:
+                LoopPolicy(nudge_at=pair[0], stop_at=pair[1])
+            except ValueError as err:
+                raise ValueError(f"LoopPolicy.thresholds[{pattern!r}]={pair!r}: {err}") from None
+            thresholds[pattern] = pair
+        object.__setattr__(self, "thresholds", MappingProxyType(thresholds))
+        if not all(callable(f) for f in self.normalizers):
+            raise TypeError(f"LoopPolicy.normalizers must be callables, got {self.normalizers!r}")
+        object.__setattr__(self, "normalizers", tuple(self.normalizers))
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"LoopPolicy.name must be a non-empty string, got {self.name!r}")
+
+    @property
+    def label(self) -> str:
+        """``"LoopPolicy@1"``: what decisions record."""
+        return f"{self.name}@{self.version}"
+
+    def limits(self, pattern: str) -> tuple[int | None, int]:
+        """``(nudge_at, stop_at)`` for one pattern."""
+        return self.thresholds.get(pattern, (self.nudge_at, self.stop_at))
+
+    def scan_options(self) -> ScanOptions:
+        """How this policy reads a history."""
+        return ScanOptions(
+            window=self.window,
+            interactive=self.mode == "interactive",
+            guard_names=self.guard_names,
+            ignore_keys=self.ignore_arg_keys,
+            scope_keys=self.scope_keys,
+            normalizers=self.normalizers,
+        )

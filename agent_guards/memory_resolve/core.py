@@ -1,0 +1,296 @@
+"""``resolve_memory``: which memories go into the context. Pure: no LangGraph import.
+
+Priority by source: user_explicit (the current turn) > tool > official > memory > inferred.
+Deleted, out-of-scope, superseded, expired and pending records are never injected; each is
+listed with its reason. Public names are re-exported from :mod:`agent_guards.memory_resolve`.
+
+Example:
+    >>> stored = MemoryRecord("m1", "report_format", "pdf", created_at="2026-01-01")
+    >>> now_says = MemoryRecord("t1", "report_format", "markdown", source="user_explicit")
+    >>> v = resolve_memory([stored, now_says], now="2026-04-01")
+    >>> [r.value for r in v.inject], v.excluded, v.decision.reason
+    (['markdown'], {'m1': 'overridden_by:t1'}, 'current_turn_override')
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from agent_guards.core.decision import GuardDecision, Verdict
+from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.fields import normalize_text, to_datetime, to_identities
+from agent_guards.memory_resolve.model import MemoryRecord, MemoryVerdict, memory_value_key
+from agent_guards.memory_resolve.policy import MemoryPolicy
+
+__all__ = ["GUARD", "coerce_record", "resolve_memory"]
+
+GUARD = "memory_resolve"
+_LONG_TERM = ("memory", "inferred")
+_MIN = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def coerce_record(raw: Any) -> MemoryRecord:
+    """A :class:`MemoryRecord` from a record or a dict."""
+    if isinstance(raw, MemoryRecord):
+        return raw
+    if isinstance(raw, Mapping):
+        return MemoryRecord.from_dict(raw)
+    raise InvalidInputError(
+        f"expected MemoryRecord or dict, got {type(raw).__name__}", field="records"
+    )
+
+
+def _order(records: Iterable[MemoryRecord]) -> list[MemoryRecord]:
+    """Newest first, then most confident, then by id (a total, input-order-free order)."""
+    out = sorted(records, key=lambda r: r.id)
+    out.sort(
+        key=lambda r: (r.created or _MIN, r.confidence if r.confidence is not None else -1.0),
+        reverse=True,
+    )
+    return out
+
+
+def _strictly_first(values: list[Any]) -> bool:
+    """True when every value is known and the largest is unique."""
+    if any(v is None for v in values):
+        return False
+    ranked = sorted(values, reverse=True)
+    return len(ranked) < 2 or ranked[0] > ranked[1]
+
+
+def resolve_memory(
+    records: Iterable[Any],
+    *,
+    now: Any,
+    scopes: str | Iterable[str] | None = None,
+    policy: MemoryPolicy | None = None,
+) -> MemoryVerdict:
+    """Decide which memory records to inject: one winner per key.
+
+    Args:
+        records: Stored records and the current turn's facts (``source="user_explicit"``);
+            dicts are converted.
+        now: The run's clock (``datetime``, ``date`` or ISO string); ``valid_until < now``
+            expires a record.
+        scopes: The scopes this run may read (user id, groups). Records with ``scope=None``
+            are global; others need their scope listed. ``None`` reads global records only.
+        policy: Ranks and write-back; ``MemoryPolicy()`` when omitted.
+
+    Returns:
+        The verdict: ``inject``, ``superseded_ids``, ``expired_ids``, ``excluded`` (id ->
+        reason), ``clarify_keys``, ``writes`` (supersede chains to store) and the decision.
+
+    Raises:
+        InvalidInputError: A record is malformed or two records share an id.
+
+    Example:
+        >>> from agent_guards import MemoryRecord, resolve_memory
+        >>> records = [MemoryRecord("m1", "lang", "fr", valid_until="2026-01-01"),
+        ...            MemoryRecord("m2", "tz", "UTC+8", scope="user:bob"),
+        ...            MemoryRecord("m3", "report_format", "pdf", scope="user:alice")]
+        >>> v = resolve_memory(records, now="2026-03-01", scopes="user:alice")
+        >>> v.facts, v.expired_ids, v.excluded
+        ({'report_format': 'pdf'}, ('m1',), {'m2': 'out_of_scope'})
+    """
+    policy = policy if policy is not None else MemoryPolicy()
+    if not isinstance(policy, MemoryPolicy):
+        raise TypeError(f"policy must be a MemoryPolicy, got {type(policy).__name__}")
+    clock = to_datetime(now, item=None, field="now")
+    if clock is None:
+        raise InvalidInputError("is required (the run's clock)", field="now")
+    recs: dict[str, MemoryRecord] = {}
+    for raw in records:
+        record = coerce_record(raw)
+        if record.id in recs:
+            raise InvalidInputError("duplicate id", item=record.id, field="id")
+        recs[record.id] = record
+    run = _Run(policy, clock, to_identities(scopes, field="scopes"), recs)
+    for _, cands in sorted(run.classify().items()):
+        run.pick(cands)
+    return run.verdict(run.writes())
+
+
+@dataclass
+class _Run:
+    """The bookkeeping of one ``resolve_memory`` call (created per call, then dropped)."""
+
+    policy: MemoryPolicy
+    clock: datetime
+    scopes: frozenset[str]
+    recs: dict[str, MemoryRecord]
+    superseded_by: dict[str, str] = field(default_factory=dict)
+    superseded: dict[str, str] = field(default_factory=dict)
+    expired: dict[str, str] = field(default_factory=dict)
+    excluded: dict[str, str] = field(default_factory=dict)
+    overridden: dict[str, str] = field(default_factory=dict)
+    inject: list[MemoryRecord] = field(default_factory=list)
+    clarify: list[str] = field(default_factory=list)
+    winners: list[MemoryRecord] = field(default_factory=list)
+
+    @property
+    def ordered(self) -> list[MemoryRecord]:
+        return sorted(self.recs.values(), key=lambda r: r.id)
+
+    def in_scope(self, r: MemoryRecord) -> bool:
+        return r.scope is None or r.scope in self.scopes
+
+    def classify(self) -> dict[str, list[MemoryRecord]]:
+        """Set aside what can never be injected; the rest by key."""
+        for r in self.ordered:
+            if r.status in ("active", "superseded", "expired"):
+                for old in r.supersedes:
+                    if old != r.id:
+                        self.superseded_by.setdefault(old, r.id)
+        by_key: dict[str, list[MemoryRecord]] = defaultdict(list)
+        for r in self.ordered:
+            until = r.until
+            if r.status == "deleted":
+                self.excluded[r.id] = "deleted"
+            elif not self.in_scope(r):
+                self.excluded[r.id] = "out_of_scope"
+            elif r.status == "superseded":
+                self.superseded[r.id] = "superseded"
+            elif r.id in self.superseded_by:
+                self.superseded[r.id] = f"superseded_by:{self.superseded_by[r.id]}"
+            elif r.status == "expired" or (until is not None and until < self.clock):
+                self.expired[r.id] = "expired"
+            elif r.status == "pending":
+                self.excluded[r.id] = "pending"
+            elif r.source == "inferred" and not self.policy.inject_inferred:
+                self.excluded[r.id] = "unconfirmed_inferred"
+            else:
+                by_key[normalize_text(r.key)].append(r)
+        return by_key
+
+    def _winner(self, cands: list[MemoryRecord]) -> MemoryRecord | None:
+        ranks = self.policy.source_ranks
+        top = max(ranks[r.source] for r in cands)
+        groups: dict[str, list[MemoryRecord]] = defaultdict(list)
+        for r in cands:
+            if ranks[r.source] == top:
+                groups[memory_value_key(r.value)].append(r)
+        heads = [_order(g)[0] for _, g in sorted(groups.items())]
+        if len(heads) == 1:
+            return heads[0]
+        if _strictly_first([h.created for h in heads]):
+            return max(heads, key=lambda h: h.created or _MIN)
+        if _strictly_first([h.confidence for h in heads]):
+            return max(heads, key=lambda h: h.confidence or 0.0)
+        return None
+
+    def pick(self, cands: list[MemoryRecord]) -> None:
+        """One winner for a key (plus history if the policy keeps it), or a clarify key."""
+        winner = self._winner(cands)
+        if winner is None:
+            key = min(r.key for r in cands)
+            self.clarify.append(key)
+            self.excluded.update({r.id: f"ambiguous:{key}" for r in cands})
+            return
+        self.winners.append(winner)
+        self.inject.append(winner)
+        wkey = memory_value_key(winner.value)
+        for r in _order(cands):
+            if r is winner:
+                continue
+            if memory_value_key(r.value) == wkey:
+                self.excluded[r.id] = f"same_as:{winner.id}"
+            elif self.policy.keep_history:
+                self.inject.append(r)
+            else:
+                self.excluded[r.id] = self.overridden[r.id] = f"overridden_by:{winner.id}"
+
+    def writes(self) -> tuple[MemoryRecord, ...]:
+        """Supersede chains for current-turn winners that should outlive the run."""
+        mode = self.policy.write_back
+        out: list[MemoryRecord] = []
+        by_key: dict[str, list[MemoryRecord]] = defaultdict(list)
+        for r in self.ordered:
+            by_key[normalize_text(r.key)].append(r)
+        for winner in sorted(self.winners, key=lambda r: r.id):
+            asked = mode == "always" or (mode == "when_asked" and winner.persist)
+            if winner.source != "user_explicit" or not asked:
+                continue
+            olds = [
+                r
+                for r in by_key[normalize_text(winner.key)]
+                if r.id != winner.id
+                and r.source in _LONG_TERM
+                and r.status in ("active", "pending")
+                and r.id not in self.superseded_by
+                and self.in_scope(r)
+                and (r.until is None or r.until >= self.clock)
+            ]
+            out.extend(replace(r, status="superseded") for r in olds)
+            chain = tuple(sorted({*winner.supersedes, *(r.id for r in olds)}))
+            out.append(
+                replace(
+                    winner,
+                    source="memory",
+                    persist=False,
+                    status="active",
+                    supersedes=chain,
+                    created_at=winner.created or self.clock,
+                )
+            )
+        return tuple(out)
+
+    def _summary(self, writes: tuple[MemoryRecord, ...]) -> tuple[Verdict, str, str]:
+        current_override = any(
+            self.recs[why.split(":", 1)[1]].source == "user_explicit"
+            and self.recs[rid].source in _LONG_TERM
+            for rid, why in self.overridden.items()
+        )
+        if self.clarify:
+            keys = ", ".join(self.clarify)
+            verdict, reason = Verdict.CLARIFY, "ambiguous_memory"
+            detail = f"Contradictory records of equal standing for {keys}: ask the user."
+        elif current_override:
+            verdict, reason = Verdict.CONTINUE, "current_turn_override"
+            detail = "The current turn overrides stored memory for this run."
+        elif self.inject:
+            verdict, reason = Verdict.CONTINUE, "resolved"
+            detail = f"{len(self.inject)} record(s) injected."
+        else:
+            verdict, reason = Verdict.CONTINUE, "no_memory"
+            detail = "No memory to inject."
+        if writes:
+            detail += f" {len(writes)} record(s) written back."
+        return verdict, reason, detail
+
+    def verdict(self, writes: tuple[MemoryRecord, ...]) -> MemoryVerdict:
+        verdict, reason, detail = self._summary(writes)
+        excluded = self.excluded
+        conflicting = sorted(
+            rid for rid, why in excluded.items() if why.startswith(("overridden_by:", "ambiguous:"))
+        )
+        dropped = sorted({*self.superseded, *self.expired, *(set(excluded) - set(conflicting))})
+        reasons = {**self.superseded, **self.expired, **excluded}
+        data: dict[str, Any] = {"reasons": dict(sorted(reasons.items()))}
+        if self.clarify:
+            data["clarify_keys"] = list(self.clarify)
+        if writes:
+            data["writes"] = [w.id for w in writes]
+        decision = GuardDecision(
+            guard=GUARD,
+            verdict=verdict,
+            reason=reason,
+            detail=detail,
+            selected_ids=tuple(r.id for r in self.inject),
+            conflicting_ids=tuple(conflicting),
+            dropped_ids=tuple(dropped),
+            policy=self.policy.label,
+            data=data,
+        )
+        return MemoryVerdict(
+            inject=tuple(self.inject),
+            superseded_ids=tuple(sorted(self.superseded)),
+            expired_ids=tuple(sorted(self.expired)),
+            excluded=dict(sorted(excluded.items())),
+            clarify_keys=tuple(self.clarify),
+            decision=decision,
+            writes=writes,
+        )

@@ -1,0 +1,167 @@
+"""The memory_resolve node's plumbing (store access, facts, update). Private.
+
+Built by :func:`agent_guards.memory_resolve.create_memory_resolve`; holds only its options, never
+run state (that lives in the graph state and the store).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, NamedTuple, cast
+
+from langchain_core.runnables import RunnableConfig
+
+from agent_guards.core.clock import now_from_config
+from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.fields import to_identities
+from agent_guards.graph import LOG_KEY, graph_store, invalid_input, stamp, state_value
+from agent_guards.memory_resolve.core import GUARD, coerce_record, resolve_memory
+from agent_guards.memory_resolve.model import MemoryRecord
+from agent_guards.memory_resolve.policy import MemoryPolicy
+from agent_guards.memory_resolve.store import (
+    aload_memories,
+    asave_memories,
+    load_memories,
+    save_memories,
+)
+
+__all__ = ["MemoryNode"]
+
+
+def fact_record(fact: Any, *, now: datetime, scope: str | None, field: str) -> MemoryRecord:
+    """A current-turn record from a fact dict (source user_explicit, created now, stable id)."""
+    if isinstance(fact, MemoryRecord):
+        return fact
+    if not isinstance(fact, Mapping):
+        raise InvalidInputError(f"a fact must be a mapping, got {fact!r}", field=field)
+    data = dict(fact)
+    data.setdefault("source", "user_explicit")
+    data.setdefault("created_at", now)
+    data.setdefault("scope", scope)
+    if "id" not in data:
+        seed = [data.get("key"), data.get("value"), data["scope"], str(data["created_at"])]
+        digest = hashlib.sha1(json.dumps(seed, default=str).encode()).hexdigest()[:16]
+        data["id"] = f"turn-{digest}"
+    return coerce_record(data)
+
+
+class _Context(NamedTuple):
+    identities: frozenset[str]
+    first: str | None
+    store: Any
+    namespace: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class MemoryNode:
+    """The node's options and its sync/async bodies."""
+
+    policy: MemoryPolicy
+    store: Any
+    namespace: Callable[[str], Sequence[str]]
+    principal_key: str
+    facts_key: str
+    records_key: str
+    output_key: str
+    extractor: Callable[[Any, RunnableConfig], Any] | None
+    consume_facts: bool
+    name: str
+
+    def _context(self, config: RunnableConfig) -> _Context:
+        raw = ((config or {}).get("configurable") or {}).get(self.principal_key)
+        identities = to_identities(raw, field=self.principal_key)
+        first: str | None = None
+        if isinstance(raw, str):
+            first = raw
+        elif isinstance(raw, (set, frozenset)):  # unordered: pick deterministically
+            first = min(identities)
+        elif identities:  # a list: the first identity is the user, the rest are groups
+            first = next(iter(cast(Iterable[str], raw)))
+        store = self.store if self.store is not None else graph_store(config)
+        ns = tuple(self.namespace(first)) if first is not None and store is not None else None
+        return _Context(identities, first, store, ns)
+
+    def _finish(
+        self,
+        state: Any,
+        config: RunnableConfig,
+        ctx: _Context,
+        *,
+        stored: list[MemoryRecord],
+        facts: Iterable[Any],
+    ) -> tuple[tuple[MemoryRecord, ...], dict[str, Any]]:
+        now = now_from_config(config)
+        merged = {r.id: r for r in stored}
+        merged.update(
+            {r.id: r for r in map(coerce_record, state_value(state, self.records_key) or [])}
+        )
+        current = [fact_record(f, now=now, scope=ctx.first, field=self.facts_key) for f in facts]
+        seen: set[str] = set()
+        for fact in current:
+            if fact.id in seen:
+                raise InvalidInputError("duplicate id", item=fact.id, field="id")
+            seen.add(fact.id)
+            previous = merged.get(fact.id)
+            # a replayed turn finds its own write-back in the store: keep its chain
+            chain = {*fact.supersedes, *(previous.supersedes if previous else ())}
+            merged[fact.id] = replace(fact, supersedes=tuple(sorted(chain)))
+        verdict = resolve_memory(
+            merged.values(), now=now, scopes=ctx.identities, policy=self.policy
+        )
+        decision = verdict.decision
+        if self.name != GUARD:
+            decision = replace(decision, guard=self.name)
+        decision = stamp(decision, config)
+        update: dict[str, Any] = {
+            self.output_key: replace(verdict, decision=decision),
+            LOG_KEY: [decision],
+        }
+        if self.consume_facts and self.extractor is None and state_value(state, self.facts_key):
+            update[self.facts_key] = []
+        writes = verdict.writes if ctx.namespace is not None else ()
+        return writes, update
+
+    def _rejected(self, err: InvalidInputError, config: RunnableConfig) -> dict[str, Any]:
+        decision = invalid_input(self.name, err, policy=self.policy.label)
+        return {LOG_KEY: [stamp(decision, config)]}
+
+    def invoke(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        """The sync node body; bad input becomes an ``invalid_input`` decision."""
+        try:
+            ctx = self._context(config)
+            stored = load_memories(ctx.store, ctx.namespace) if ctx.namespace else []
+            if self.extractor is not None:
+                facts = self.extractor(state, config)
+            else:
+                facts = state_value(state, self.facts_key) or []
+            writes, update = self._finish(state, config, ctx, stored=stored, facts=facts)
+        except InvalidInputError as err:  # GraphBubbleUp is no InvalidInputError: it passes
+            return self._rejected(err, config)
+        if writes and ctx.namespace:
+            save_memories(ctx.store, ctx.namespace, writes)
+        return update
+
+    async def ainvoke(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        """The async node body (async store API, ``extractor.acall`` when it has one)."""
+        try:
+            ctx = self._context(config)
+            stored = await aload_memories(ctx.store, ctx.namespace) if ctx.namespace else []
+            facts: Any
+            if self.extractor is None:
+                facts = state_value(state, self.facts_key) or []
+            else:
+                acall = getattr(self.extractor, "acall", None)
+                facts = await acall(state, config) if acall else self.extractor(state, config)
+                if inspect.isawaitable(facts):
+                    facts = await facts
+            writes, update = self._finish(state, config, ctx, stored=stored, facts=facts)
+        except InvalidInputError as err:
+            return self._rejected(err, config)
+        if writes and ctx.namespace:
+            await asave_memories(ctx.store, ctx.namespace, writes)
+        return update

@@ -1,0 +1,136 @@
+"""loop_check for ``langchain.agents.create_agent``: LoopGuardMiddleware."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any, Literal
+
+from langchain.agents.middleware import AgentMiddleware, hook_config
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from agent_guards import graph as _node
+from agent_guards.core.decision import GuardDecision, Verdict
+from agent_guards.core.errors import LoopDetected, check_choice
+from agent_guards.core.stopping import answer_pending, final_message
+from agent_guards.loop_check.core import detect_loop
+from agent_guards.loop_check.graph import nudge_text
+from agent_guards.loop_check.policy import LoopPolicy
+from agent_guards.middleware.state import GuardAgentState, _safe
+from agent_guards.tool_guard.wrapper import ToolCallGuard
+
+__all__ = ["LoopGuardMiddleware"]
+
+
+class LoopGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
+    """loop_check for ``create_agent``: reuse repeats, nudge once, then stop.
+
+    Args:
+        policy: Thresholds and what counts as the same call (default :class:`LoopPolicy`).
+        exit_behavior: ``"end"`` finishes the run with the partial result and the reason;
+            ``"error"`` raises :class:`~agent_guards.core.errors.LoopDetected` instead.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> from agent_guards import LoopGuardMiddleware
+        >>> def turn(call_id):
+        ...     call = AIMessage("", tool_calls=[{"name": "fx", "args": {}, "id": call_id}])
+        ...     return [call, ToolMessage("1.08", tool_call_id=call_id)]
+        >>> history = [*turn("c1"), *turn("c2")]
+        >>> update = LoopGuardMiddleware().before_model({"messages": history}, runtime=None)
+        >>> update["guard_log"][0].verdict.value, update["messages"][0].content
+        ('nudge', '[loop_check] fx was called 2 times with the same arguments. ...')
+    """
+
+    state_schema = GuardAgentState
+
+    def __init__(
+        self, *, policy: LoopPolicy | None = None, exit_behavior: Literal["end", "error"] = "end"
+    ) -> None:
+        super().__init__()
+        policy = LoopPolicy() if policy is None else policy
+        if not isinstance(policy, LoopPolicy):
+            raise TypeError(f"policy must be a LoopPolicy, got {type(policy).__name__}")
+        self.policy = policy
+        self.exit_behavior = check_choice("exit_behavior", exit_behavior, ("end", "error"))
+        self._guard = ToolCallGuard(loop=policy, retry=None, count_usage=False)
+
+    def _decide(self, state: Any, runtime: Runtime[Any]) -> GuardDecision:
+        messages = list(state.get("messages") or ())
+        decision = _safe(
+            "loop_check", self.policy.label, lambda: detect_loop(messages, policy=self.policy)
+        )
+        return _node.stamp(decision, getattr(runtime, "config", None))
+
+    def _stop(self, decision: GuardDecision, state: Any) -> dict[str, Any]:
+        decision = replace(decision, verdict=Verdict.STOP)
+        if self.exit_behavior == "error":
+            raise LoopDetected(
+                guard="loop_check",
+                reason=decision.reason,
+                limit=decision.data.get("stop_at"),
+                value=decision.data.get("count"),
+                detail=decision.detail,
+            )
+        messages = list(state.get("messages") or ())
+        pending = answer_pending(
+            messages, f"Not executed: loop_check stopped the run ({decision.reason})."
+        )
+        final = final_message(decision, [*messages, *pending])
+        return {"messages": [*pending, final], "guard_log": [decision], "jump_to": "end"}
+
+    def _escalate(self, decision: GuardDecision, state: Any) -> dict[str, Any] | None:
+        answer = interrupt(
+            {
+                "guard": "loop_check",
+                "decision": decision.to_dict(),
+                "question": f"The agent seems stuck: {decision.detail}. Stop or continue?",
+            }
+        )
+        text = answer.get("message") if isinstance(answer, dict) else answer
+        action = answer.get("action") if isinstance(answer, dict) else answer
+        if action == "stop" or action is False:
+            return self._stop(decision, state)
+        if isinstance(text, str) and text.strip() and text.strip().lower() != "continue":
+            return {"messages": [HumanMessage(text.strip())], "guard_log": [decision]}
+        return {"guard_log": [decision]}
+
+    def _handle(self, state: Any, runtime: Runtime[Any], *, nudge: bool) -> dict[str, Any] | None:
+        decision = self._decide(state, runtime)
+        if decision.verdict is Verdict.STOP:
+            return self._stop(decision, state)
+        if decision.verdict is Verdict.ESCALATE:
+            return self._escalate(decision, state)
+        if decision.verdict is Verdict.NUDGE and nudge:
+            note = HumanMessage(nudge_text(decision), name="loop_check")
+            return {"messages": [note], "guard_log": [decision]}
+        return None
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: GuardAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Nudge once, or stop, from the history as it stands before the model is called."""
+        return self._handle(state, runtime, nudge=True)
+
+    @hook_config(can_jump_to=["end"])
+    def after_model(self, state: GuardAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Stop before executing a call that reaches ``stop_at`` (its pending calls answered)."""
+        last = (state.get("messages") or [None])[-1]
+        if not isinstance(last, AIMessage) or not last.tool_calls:
+            return None
+        return self._handle(state, runtime, nudge=False)
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Answer an identical earlier call from its result (verdict REUSE)."""
+        plan = self._guard.plan(request)
+        if plan.kind == "reuse":
+            return self._guard.finish(request, self._guard.run_once(request, handler, plan))
+        return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Async :meth:`wrap_tool_call`."""
+        plan = self._guard.plan(request)
+        if plan.kind == "reuse":
+            return self._guard.finish(request, await self._guard.arun_once(request, handler, plan))
+        return await handler(request)

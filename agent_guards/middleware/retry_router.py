@@ -1,0 +1,121 @@
+"""retry_router for ``langchain.agents.create_agent``: RetryRouterMiddleware."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, hook_config
+from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
+
+from agent_guards import graph as _node
+from agent_guards.core.decision import GuardDecision
+from agent_guards.middleware.state import GuardAgentState, _safe
+from agent_guards.retry_router.breaker import CircuitBreaker
+from agent_guards.retry_router.core import route_failures
+from agent_guards.retry_router.graph import finish_messages
+from agent_guards.retry_router.policy import RetryRouterPolicy
+from agent_guards.tool_guard.plan import Plan
+from agent_guards.tool_guard.wrapper import Outcome, ToolCallGuard
+
+__all__ = ["RetryRouterMiddleware"]
+
+
+class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
+    """retry_router for ``create_agent``: classify, retry with backoff, break circuits, end well.
+
+    Args:
+        policy: Routes, backoff and repair limits (default :class:`RetryRouterPolicy`).
+        breaker: Optional per-tool :class:`CircuitBreaker` (state in ``store`` or the
+            agent's store).
+        store: Store for the breaker (default: the store ``create_agent`` was given).
+        sleep: How to wait a backoff delay (inject a fake in tests); ``asleep`` for async.
+        count_usage: Count each execution in ``usage["tool_calls"]``.
+
+    Example:
+        >>> from agent_guards import RetryRouterMiddleware
+        >>> from langchain_core.messages import AIMessage, ToolMessage
+        >>> from agent_guards.retry_router import describe_failure, failure_message
+        >>> call = AIMessage("", tool_calls=[{"name": "pay", "args": {}, "id": "c1"}])
+        >>> error = failure_message(describe_failure(403), tool="pay", tool_call_id="c1")
+        >>> update = RetryRouterMiddleware().before_model({"messages": [call, error]}, runtime=None)
+        >>> update["jump_to"], update["guard_log"][0].verdict.value, update["messages"][-1].content
+        ('end', 'refuse', "I can't do that: pay refused the request (permission). ...")
+    """
+
+    state_schema = GuardAgentState
+
+    def __init__(
+        self,
+        *,
+        policy: RetryRouterPolicy | None = None,
+        breaker: CircuitBreaker | None = None,
+        store: BaseStore | None = None,
+        sleep: Callable[[float], Any] = time.sleep,
+        asleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        count_usage: bool = True,
+    ) -> None:
+        super().__init__()
+        policy = RetryRouterPolicy() if policy is None else policy
+        if not isinstance(policy, RetryRouterPolicy):
+            raise TypeError(f"policy must be a RetryRouterPolicy, got {type(policy).__name__}")
+        self.policy = policy
+        self._guard = ToolCallGuard(
+            loop=None,
+            retry=policy,
+            breaker=breaker,
+            store=store,
+            sleep=sleep,
+            asleep=asleep,
+            count_usage=count_usage,
+        )
+
+    @staticmethod
+    def _merge(total: list[GuardDecision], count: int, out: Outcome) -> Outcome:
+        return replace(out, decisions=(*total, *out.decisions), executions=count + out.executions)
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Execute with classification; retry TRANSIENT / EMPTY_ERROR in place with backoff."""
+        plan = replace(self._guard.plan(request), kind="execute")
+        decisions: list[GuardDecision] = []
+        count = 0
+        while True:
+            out = self._guard.run_once(request, handler, plan)
+            if out.route != "retry":
+                return self._guard.finish(request, self._merge(decisions, count, out))
+            decisions.extend(out.decisions)
+            count += out.executions
+            plan = Plan("retry", attempt=plan.attempt + 1, delay=out.delay or 0.0, prior=plan.prior)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Async :meth:`wrap_tool_call`."""
+        plan = replace(self._guard.plan(request), kind="execute")
+        decisions: list[GuardDecision] = []
+        count = 0
+        while True:
+            out = await self._guard.arun_once(request, handler, plan)
+            if out.route != "retry":
+                return self._guard.finish(request, self._merge(decisions, count, out))
+            decisions.extend(out.decisions)
+            count += out.executions
+            plan = Plan("retry", attempt=plan.attempt + 1, delay=out.delay or 0.0, prior=plan.prior)
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: GuardAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """End the run on refuse / clarify / abstain / fallback; otherwise let the model go on."""
+        messages = list(state.get("messages") or ())
+        decision = _safe(
+            "retry_router", self.policy.label, lambda: route_failures(messages, policy=self.policy)
+        )
+        if decision.data.get("route") not in ("refuse", "clarify", "abstain", "fallback"):
+            return None
+        decision = _node.stamp(decision, getattr(runtime, "config", None))
+        return {
+            "messages": finish_messages(decision, messages),
+            "guard_log": [decision],
+            "jump_to": "end",
+        }

@@ -1,0 +1,266 @@
+"""The planner_gate adapter: state channels, the Command node, and human approval.
+
+The node reads the plan versions and the progress counters from graph state, calls
+:func:`gate_plan`, records the decision, marks the newest version accepted or rejected,
+resets the counters, and routes with ``Command(goto=...)``. Nothing is kept on Python
+objects: a resume, a fork or another worker decides the same way from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Annotated, Any, get_args
+
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.constants import END
+from langgraph.graph import StateGraph
+from langgraph.types import Command, Overwrite
+
+from agent_guards.core.decision import PlannerRoute, Verdict
+from agent_guards.core.errors import InvalidInputError, check_choice
+from agent_guards.core.state import GuardState
+from agent_guards.graph import guarded, invalid_input, runnable, stamp, state_value
+from agent_guards.planner_gate.approval import (
+    _after_approval,
+    needs_approval,
+    request_approval,
+)
+from agent_guards.planner_gate.checks import _count
+from agent_guards.planner_gate.core import _coerce, gate_plan
+from agent_guards.planner_gate.goal import Goal
+from agent_guards.planner_gate.model import PlanStatus, PlanVersion, RiskLevel
+from agent_guards.planner_gate.ops import next_step
+from agent_guards.planner_gate.policy import DEFAULT_POLICY, GUARD, PlannerPolicy
+
+__all__ = [
+    "EXECUTED_KEY",
+    "OBSERVED_KEY",
+    "PlanState",
+    "add_planner_gate",
+    "create_planner_gate",
+    "merge_plans",
+    "progress_update",
+]
+
+EXECUTED_KEY = "executed_since_plan"
+OBSERVED_KEY = "observations_since_plan"
+ROUTES: tuple[str, ...] = get_args(PlannerRoute)
+DEFAULT_DESTINATIONS: dict[str, str] = {
+    "execute": "execute",
+    "replan": "execute",  # REPLAN accepts the newest version; its first step runs next
+    "clarify": "clarify",
+    "escalate": "escalate",
+    "stop": END,
+}
+
+
+def merge_plans(current: Sequence[Any] | None, update: Any) -> list[PlanVersion]:
+    """Reducer for ``plans``: upsert by version number, keep versions sorted.
+
+    Write a new version to add it, or a changed copy of an existing one (a step marked
+    done) to replace it. Mappings are accepted and validated.
+
+    >>> from agent_guards.planner_gate import mark_step
+    >>> v1 = PlanVersion.linear(1, ["a"])
+    >>> plans = merge_plans([v1], [mark_step(v1, "s1", "done")])
+    >>> len(plans), plans[0].step("s1").status.value
+    (1, 'done')
+    """
+    items = {v.version: v for v in (PlanVersion.from_dict(x) for x in current or ())}
+    if update is None:
+        return [items[k] for k in sorted(items)]
+    updates = update if isinstance(update, (list, tuple)) else [update]
+    for raw in updates:
+        v = PlanVersion.from_dict(raw)
+        items[v.version] = v
+    return [items[k] for k in sorted(items)]
+
+
+class PlanState(GuardState, total=False):
+    """State mixin for planner_gate: plan versions, the goal, and progress since the last plan.
+
+    Nodes that execute a step return ``progress_update(executed=1, observations=n)``; a node
+    that takes a user message returns ``progress_update(observations=1)``. The gate resets
+    both counters to 0 each time it decides on a proposed version.
+
+    Example:
+        >>> from langgraph.graph import START
+        >>> builder = StateGraph(PlanState).add_node("run", lambda s: progress_update(executed=1))
+        >>> app = builder.add_edge(START, "run").compile()
+        >>> out = app.invoke({"plans": [PlanVersion.linear(1, ["a"])], "executed_since_plan": 2})
+        >>> [p.id for p in out["plans"]], out["executed_since_plan"]
+        (['v1'], 3)
+    """
+
+    plans: Annotated[list[PlanVersion], merge_plans]
+    goal: Goal
+    executed_since_plan: Annotated[int, operator.add]
+    observations_since_plan: Annotated[int, operator.add]
+
+
+def progress_update(*, executed: int = 0, observations: int = 0) -> dict[str, int]:
+    """The state update that counts executed steps and observations since the last plan.
+
+    >>> progress_update(executed=1, observations=2)
+    {'executed_since_plan': 1, 'observations_since_plan': 2}
+    """
+    return {
+        EXECUTED_KEY: _count(executed, item=None, name="executed"),
+        OBSERVED_KEY: _count(observations, item=None, name="observations"),
+    }
+
+
+def _check_destinations(destinations: Mapping[str, str] | None) -> dict[str, str]:
+    if destinations is not None and not isinstance(destinations, Mapping):
+        raise TypeError(f"destinations must be a mapping route -> node, got {destinations!r}")
+    out = dict(DEFAULT_DESTINATIONS)
+    for route, node in (destinations or {}).items():
+        check_choice("destinations key", route, ROUTES)
+        if not isinstance(node, str) or not node:
+            raise ValueError(f"destinations[{route!r}] must be a node name, got {node!r}")
+        out[route] = node
+    if "replan" not in (destinations or {}):
+        out["replan"] = out["execute"]
+    return out
+
+
+def create_planner_gate(
+    *,
+    policy: PlannerPolicy | None = None,
+    destinations: Mapping[str, str] | None = None,
+    name: str = GUARD,
+    tools: Sequence[str] | None = None,
+    approval_risk: RiskLevel | str | None = None,
+    on_rejected: str = "stop",
+    plans_key: str = "plans",
+    goal_key: str = "goal",
+    count_replans: bool = True,
+) -> RunnableLambda[Any, Command[Any]]:
+    """Build the planner_gate node (sync + async). Add it with :func:`add_planner_gate`.
+
+    Args:
+        policy: The gate's rules (``PlannerPolicy()`` by default).
+        destinations: Route label -> node name. Defaults: execute -> "execute", replan ->
+            the execute node (the accepted version's first step runs next), clarify ->
+            "clarify", escalate -> "escalate", stop -> END. Every node named must exist.
+        name: The runnable's name (decisions always record ``guard="planner_gate"``).
+        tools: Tool names a step may use; a step naming another tool is not valid.
+        approval_risk: If set (``"high"``, ``"medium"``...), the next step at or above this
+            risk is sent to a human with :func:`request_approval` before it runs.
+        on_rejected: Route when the human rejects the step: "stop", "clarify" or "escalate".
+        plans_key: State key holding the plan versions.
+        goal_key: State key holding the :class:`Goal` (optional in state).
+        count_replans: Add 1 to ``usage["replans"]`` for each accepted replan.
+
+    Returns:
+        A runnable node returning ``Command(goto=<node>, update=...)``.
+
+    Example:
+        >>> gate = create_planner_gate(destinations={"execute": "run"})
+        >>> cmd = gate.invoke({"plans": [PlanVersion.linear(1, ["search", "write"])]})
+        >>> cmd.goto, cmd.update["plans"][0].status.value, cmd.update["guard_log"][0].reason
+        ('run', 'accepted', 'initial_plan')
+    """
+    pol = DEFAULT_POLICY if policy is None else policy
+    if not isinstance(pol, PlannerPolicy):
+        raise TypeError(f"policy must be a PlannerPolicy, got {type(pol).__name__}")
+    dest = _check_destinations(destinations)
+    risk: RiskLevel | None = None
+    if approval_risk is not None:
+        levels = [r.value for r in RiskLevel]
+        risk = RiskLevel(check_choice("approval_risk", str(approval_risk), levels))
+    check_choice("on_rejected", on_rejected, ["stop", "clarify", "escalate"])
+    tool_names = None if tools is None else frozenset(str(t) for t in tools)
+    for key, value in (("name", name), ("plans_key", plans_key), ("goal_key", goal_key)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{key} must be a non-empty string, got {value!r}")
+
+    def decide(state: Any, config: RunnableConfig) -> Command[Any]:
+        versions = _coerce(state_value(state, plans_key) or [])
+        executed, observed = (
+            state_value(state, EXECUTED_KEY, 0),
+            state_value(state, OBSERVED_KEY, 0),
+        )
+        decision = gate_plan(
+            versions,
+            policy=pol,
+            executed_steps=executed,
+            observations=observed,
+            goal=state_value(state, goal_key),
+            tools=tool_names,
+        )
+        update: dict[str, Any] = {}
+        written: dict[int, PlanVersion] = {v.version: v for v in versions}
+        changed: set[int] = set()
+        new = versions[-1]
+        if new.status is PlanStatus.PROPOSED:
+            accepted = decision.selected_ids[:1] == (new.id,)
+            status = PlanStatus.ACCEPTED if accepted else PlanStatus.REJECTED
+            written[new.version] = replace(
+                new, status=status, executed_steps=executed, observations=observed
+            )
+            changed.add(new.version)
+            update[EXECUTED_KEY], update[OBSERVED_KEY] = Overwrite(0), Overwrite(0)
+            if count_replans and decision.verdict is Verdict.REPLAN:
+                update["usage"] = {"replans": 1}
+        decisions = [stamp(decision, config)]
+        route = decision.verdict.value
+        chosen = decision.data.get("version")
+        if risk is not None and decision.verdict in (Verdict.EXECUTE, Verdict.REPLAN) and chosen:
+            plan = written[chosen]
+            step = next_step(plan)
+            if step is not None and needs_approval(step, risk):
+                answer = request_approval(step, version=plan.version)
+                written[chosen], answered = _after_approval(
+                    plan,
+                    step,
+                    answer,
+                    then=decision.verdict,
+                    policy=pol.label,
+                    guard=GUARD,
+                    on_rejected=on_rejected,
+                )
+                changed.add(chosen)
+                decisions.append(stamp(answered, config))
+                route = answered.verdict.value
+        if changed:
+            update[plans_key] = [written[v] for v in sorted(changed)]
+        update["guard_log"] = decisions
+        return Command(goto=dest[route], update=update)
+
+    def node(state: Any, config: RunnableConfig) -> Command[Any]:
+        def on_invalid(err: InvalidInputError) -> Command[Any]:
+            bad = invalid_input(GUARD, err, policy=pol.label, verdict=Verdict.ESCALATE)
+            return Command(goto=dest["escalate"], update={"guard_log": [stamp(bad, config)]})
+
+        return guarded(decide, on_invalid)(state, config)
+
+    return runnable(name, node)
+
+
+def add_planner_gate(
+    builder: StateGraph[Any, Any, Any, Any], *, name: str = GUARD, **options: Any
+) -> StateGraph[Any, Any, Any, Any]:
+    """Add the planner_gate node to ``builder`` with its possible destinations declared.
+
+    ``options`` are those of :func:`create_planner_gate`. Returns ``builder``.
+
+    Example:
+        >>> from langgraph.graph import START
+        >>> builder = StateGraph(PlanState).add_node("run", lambda s: progress_update(executed=1))
+        >>> _ = add_planner_gate(builder, destinations={"execute": "run", "clarify": END,
+        ...                                            "escalate": END})
+        >>> app = builder.add_edge(START, "planner_gate").compile()
+        >>> out = app.invoke({"plans": [PlanVersion.linear(1, ["search", "write"])]})
+        >>> out["plans"][0].status.value, [d.reason for d in out["guard_log"]]
+        ('accepted', ['initial_plan'])
+    """
+    node = create_planner_gate(name=name, **options)
+    dest = _check_destinations(options.get("destinations"))
+    labels: dict[str, list[str]] = {}
+    for route, target in dest.items():
+        labels.setdefault(target, []).append(route)
+    builder.add_node(name, node, destinations={k: "/".join(v) for k, v in labels.items()})
+    return builder

@@ -1,0 +1,186 @@
+"""retry_router's pure core: decide_failure and route_failures.
+
+Nothing here imports LangGraph; attempt counts come from the message history
+(``ToolMessage.response_metadata["agent_guards"]["attempt"]``), so a replay or a resume
+sees the same counts and never a fresh quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, cast
+
+from agent_guards.core.decision import GuardDecision, RetryRoute, Verdict
+from agent_guards.core.history import Action, latest_batch, scan_actions
+from agent_guards.retry_router.classify import failure_of
+from agent_guards.retry_router.model import Failure, FailureKind
+from agent_guards.retry_router.policy import GUARD, PRECEDENCE, ROUTES, RetryRouterPolicy
+
+__all__ = ["decide_failure", "route_failures"]
+
+_VERDICTS = {r: Verdict(r) for r in ROUTES}
+
+
+def _since_last_ok(prior: Sequence[Action], match: Any) -> list[Action]:
+    out: list[Action] = []
+    for a in reversed(prior):
+        if a.kind != "tool" or not match(a):
+            continue
+        if a.status == "ok" and (a.message is None or failure_of(a.message) is None):
+            break
+        if a.status == "error" or a.message is not None:
+            out.append(a)
+    return out
+
+
+def _kind(a: Action) -> FailureKind | None:
+    failure = failure_of(a.message) if a.message is not None else None
+    return failure.kind if failure is not None else None
+
+
+def decide_failure(
+    failure: Failure,
+    *,
+    call_id: str,
+    tool: str,
+    signature: str,
+    attempt: int = 1,
+    prior: Sequence[Action] = (),
+    policy: RetryRouterPolicy | None = None,
+) -> GuardDecision:
+    """The recovery for one failed call, given the actions before it.
+
+    ``attempt`` is how many times this call id was executed; failed earlier calls with the
+    same signature add to it (a re-issued call gets no fresh quota).
+
+    Example:
+        >>> from agent_guards.retry_router import decide_failure, describe_failure
+        >>> failure = describe_failure(TimeoutError("upstream slow"))
+        >>> d = decide_failure(failure, call_id="c1", tool="quote", signature="quote:{}")
+        >>> d.verdict.value, d.detail
+        ('retry', 'quote failed (transient): upstream slow; retry 2 of 3 in ...s')
+        >>> decide_failure(failure, call_id="c1", tool="quote", signature="quote:{}", attempt=3)
+        GuardDecision(guard='retry_router', verdict=<Verdict.FALLBACK: 'fallback'>,
+                      reason='retries_exhausted', ...)
+    """
+    policy = RetryRouterPolicy() if policy is None else policy
+    route: RetryRoute = policy.routes[failure.kind]
+    reason = failure.kind.value
+    same = _since_last_ok(prior, lambda a: a.signature == signature)
+    attempts = attempt + sum(a.attempts for a in same)
+    delay: float | None = None
+    cap = float(policy.backoff.max_delay)  # type: ignore[arg-type]
+    if failure.circuit_open:
+        route, reason = "fallback", "circuit_open"
+    elif route == "retry":
+        if failure.retry_after is not None and failure.retry_after > cap:
+            route, reason = policy.on_retry_exhausted, "retry_after_too_long"
+        elif attempts >= policy.backoff.max_attempts:
+            route, reason = policy.on_retry_exhausted, "retries_exhausted"
+        else:
+            delay = policy.backoff.delay(
+                attempts, retry_after=failure.retry_after, key=f"{call_id}:{signature}"
+            )
+    elif route == "repair" and failure.kind is FailureKind.INVALID_ARGS:
+        if any(_kind(a) is FailureKind.INVALID_ARGS for a in same):
+            route, reason = policy.on_repair_exhausted, "same_invalid_args"
+        else:
+            streak = _since_last_ok(prior, lambda a: a.tool == tool)
+            invalid = 1 + sum(1 for a in streak if _kind(a) is FailureKind.INVALID_ARGS)
+            if invalid > policy.max_repairs:
+                route, reason = policy.on_repair_exhausted, "repairs_exhausted"
+    detail = f"{tool} failed ({failure.kind.value}): {failure.message[:160] or 'no message'}"
+    if delay is not None:
+        detail += f"; retry {attempts + 1} of {policy.backoff.max_attempts} in {delay:.2f}s"
+    elif reason != failure.kind.value:
+        detail += f"; {reason.replace('_', ' ')}"
+    data: dict[str, Any] = {
+        "route": route,
+        "kind": failure.kind.value,
+        "tool": tool,
+        "call_id": call_id,
+        "attempt": attempts,
+        "delay": delay,
+        "retry_after": failure.retry_after,
+    }
+    if failure.field_errors:
+        data["field_errors"] = dict(failure.field_errors)
+    if failure.question or failure.options:
+        data["question"] = failure.question
+        data["options"] = list(failure.options)
+    return GuardDecision(
+        guard=GUARD,
+        verdict=_VERDICTS[route],
+        reason=reason,
+        detail=detail,
+        selected_ids=(call_id,),
+        policy=policy.label,
+        data=data,
+    )
+
+
+def route_failures(
+    messages: Sequence[Any], *, policy: RetryRouterPolicy | None = None
+) -> GuardDecision:
+    """Route the latest tool results: retry, repair, replan, clarify, abstain, refuse, fallback.
+
+    Reads the ToolMessages answering the most recent assistant turn, classifies each
+    failure (structured artifact first, else the error text) and picks one route for the
+    turn (see :data:`PRECEDENCE`). No failure gives CONTINUE with reason ``no_failure``.
+
+    Raises:
+        InvalidInputError: an item is not a message, or a failure artifact is malformed.
+
+    Example:
+        >>> from agent_guards.testing import tool_call_message
+        >>> from langchain_core.messages import ToolMessage
+        >>> history = [tool_call_message("pay", {"amount": 5}, id="c1"),
+        ...            ToolMessage("403 Forbidden", tool_call_id="c1", status="error")]
+        >>> d = route_failures(history)
+        >>> d.verdict.value, d.data["route"], d.data["kind"]
+        ('refuse', 'refuse', 'permission')
+    """
+    policy = RetryRouterPolicy() if policy is None else policy
+    if not isinstance(policy, RetryRouterPolicy):
+        raise TypeError(f"policy must be a RetryRouterPolicy, got {type(policy).__name__}")
+    actions = scan_actions(messages, policy.scan_options())
+    decisions = []
+    for a in latest_batch(actions):
+        failure = failure_of(a.message) if a.message is not None else None
+        if failure is None or a.message is None:
+            continue
+        prior = [p for p in actions if p.ai_position < a.ai_position]
+        decisions.append(
+            decide_failure(
+                failure,
+                call_id=a.call_id,
+                tool=a.tool,
+                signature=a.signature,
+                attempt=a.attempts,
+                prior=prior,
+                policy=policy,
+            )
+        )
+    if not decisions:
+        return GuardDecision(
+            guard=GUARD,
+            verdict=Verdict.CONTINUE,
+            reason="no_failure",
+            detail="the latest tool results report no failure",
+            policy=policy.label,
+            data={"route": "continue", "failures": []},
+        )
+    chosen = min(decisions, key=lambda d: PRECEDENCE.index(cast(str, d.data["route"])))
+    route = chosen.data["route"]
+    return replace(
+        chosen,
+        selected_ids=tuple(d.data["call_id"] for d in decisions if d.data["route"] == route),
+        data={
+            **chosen.data,
+            "failures": [
+                {k: d.data[k] for k in ("call_id", "tool", "kind", "route")} | {"reason": d.reason}
+                for d in decisions
+            ],
+        },
+    )

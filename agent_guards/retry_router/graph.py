@@ -1,0 +1,325 @@
+"""retry_router: route every tool failure to the right recovery (seed 000's table).
+
+==============  ==============================  =====================================
+kind            examples                        route (default)
+==============  ==============================  =====================================
+TRANSIENT       timeout, connection, 429, 5xx   ``retry`` with backoff + jitter, then
+                                                ``fallback`` when attempts run out
+INVALID_ARGS    pydantic errors, 400/422        ``repair`` (precise field errors); the
+                                                same invalid args again -> ``abstain``
+PRECONDITION    404, 409, 412, premise gone     ``replan``
+AMBIGUOUS       several matches                 ``clarify``
+EMPTY_BUSINESS  a real "no data"                ``continue`` (report it, no retry)
+EMPTY_ERROR     empty because it broke          ``retry``
+PERMISSION      401, 403, PermissionError       ``refuse`` (never retried or worked around)
+SAFETY          content policy                  ``refuse``
+QUOTA           402, insufficient_quota         ``fallback``
+UNKNOWN         anything else                   ``replan`` (never retried by default)
+==============  ==============================  =====================================
+
+Pure cores (no LangGraph): :func:`classify_failure`, :func:`describe_failure`,
+:func:`route_failures`. Adapters: :class:`ToolCallGuard` (inside the ``ToolNode``: turns
+exceptions into classified error ToolMessages, checks the :class:`CircuitBreaker` in the
+store, serves ``retry`` by re-running only the failed calls after the backoff) and
+:func:`create_retry_router` / :func:`add_retry_router` (the conditional edge after it).
+Tool authors raise typed errors (:class:`TransientToolError`, :class:`InvalidArgsError`,
+...) or return a :func:`failure_artifact`, so nothing depends on string matching.
+
+Example:
+    >>> from langchain_core.messages import HumanMessage
+    >>> from langchain_core.tools import tool
+    >>> from langgraph.graph import START, StateGraph
+    >>> from langgraph.prebuilt import tools_condition
+    >>> from agent_guards.testing import ScriptedChatModel, tool_call_message
+    >>> from agent_guards import RetryState, ToolCallGuard, add_retry_router
+    >>> from agent_guards.retry_router import TransientToolError
+    >>> calls = []
+    >>> @tool
+    ... def quote(symbol: str) -> str:
+    ...     '''Latest quote.'''
+    ...     calls.append(symbol)
+    ...     if len(calls) < 3:
+    ...         raise TransientToolError("upstream 429", retry_after=2)
+    ...     return "42.0"
+    >>> waits = []
+    >>> guard = ToolCallGuard(sleep=waits.append)
+    >>> model = ScriptedChatModel(script=[tool_call_message("quote", {"symbol": "X"}), "42"])
+    >>> builder = StateGraph(RetryState)
+    >>> _ = builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    >>> _ = builder.add_node("tools", guard.tool_node([quote]))
+    >>> _ = builder.add_edge(START, "model")
+    >>> _ = builder.add_conditional_edges("model", tools_condition)
+    >>> _ = add_retry_router(builder, "tools", model="model", tools="tools")
+    >>> out = builder.compile().invoke({"messages": [HumanMessage("quote X")]})
+    >>> waits, out["usage"]["tool_calls"], out["messages"][-1].content
+    ([2.0, 2.0], 3, '42')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Annotated, Any, cast
+
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import END, StateGraph
+from langgraph.graph.message import add_messages
+
+from agent_guards import graph as _node
+from agent_guards.core.decision import GuardDecision, LoopRoute, RetryRoute, Verdict
+from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.state import GuardState
+from agent_guards.core.stopping import answer_pending, final_message
+from agent_guards.graph import state_messages
+from agent_guards.loop_check.core import detect_loop
+from agent_guards.loop_check.graph import add_loop_nodes
+from agent_guards.loop_check.policy import LoopPolicy
+from agent_guards.retry_router.core import route_failures
+from agent_guards.retry_router.policy import RetryRouterPolicy
+
+__all__ = [
+    "RetryState",
+    "add_retry_router",
+    "create_retry_finish",
+    "create_retry_router",
+    "finish_messages",
+]
+
+GUARD = "retry_router"
+_ENDING = ("refuse", "clarify", "abstain", "fallback")
+
+
+class RetryState(GuardState, total=False):
+    """State mixin for retry_router: messages plus ``guard_log`` and ``usage``.
+
+    The edge reads ``messages``; :class:`ToolCallGuard` writes ToolMessages, failure
+    decisions to ``guard_log`` and ``usage["tool_calls"]`` (one per execution, retries
+    included); the finish node appends the final message and its decision.
+
+    Example:
+        >>> from agent_guards import RetryState
+        >>> sorted(RetryState.__annotations__)
+        ['guard_log', 'messages', 'usage']
+        >>> builder = StateGraph(RetryState)
+        >>> _ = builder.add_node("tools", lambda s: {"usage": {"tool_calls": 2}})
+        >>> graph = builder.set_entry_point("tools").compile()
+        >>> graph.invoke({"usage": {"tool_calls": 1}})["usage"]  # usage counts add up
+        {'tool_calls': 3}
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def _check(policy: RetryRouterPolicy | None) -> RetryRouterPolicy:
+    policy = RetryRouterPolicy() if policy is None else policy
+    if not isinstance(policy, RetryRouterPolicy):
+        raise TypeError(f"policy must be a RetryRouterPolicy, got {type(policy).__name__}")
+    return policy
+
+
+def _decide(
+    state: Any, config: RunnableConfig, policy: RetryRouterPolicy, key: str
+) -> GuardDecision:
+    def on_invalid(err: InvalidInputError) -> GuardDecision:
+        return _node.invalid_input(GUARD, err, policy=policy.label, verdict=Verdict.CONTINUE)
+
+    def core(s: Any, _c: RunnableConfig) -> GuardDecision:
+        return route_failures(state_messages(s, key), policy=policy)
+
+    return _node.stamp(_node.guarded(core, on_invalid)(state, config), config)
+
+
+def create_retry_router(
+    *,
+    policy: RetryRouterPolicy | None = None,
+    loop_policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+) -> RunnableLambda[Any, RetryRoute | LoopRoute]:
+    """The retry_router conditional edge, placed after a ``ToolNode`` using :class:`ToolCallGuard`.
+
+    Returns a :data:`~agent_guards.core.RetryRoute` label (``"continue"`` when nothing
+    failed). With ``loop_policy`` it also runs loop_check, so one edge serves both:
+    ``refuse`` first, then loop ``stop``/``escalate``, then the other failure routes, then a
+    loop ``nudge``, then ``continue``. Decisions are attached to the trace; ToolCallGuard
+    and the finish / loop nodes write them to ``guard_log``.
+
+    Example:
+        >>> from agent_guards import create_retry_router
+        >>> from agent_guards.retry_router import describe_failure, failure_message
+        >>> router = create_retry_router()
+        >>> call = AIMessage("", tool_calls=[{"name": "pay", "args": {}, "id": "c1"}])
+        >>> for code in (503, 404, 403):
+        ...     error = failure_message(describe_failure(code), tool="pay", tool_call_id="c1")
+        ...     print(code, router.invoke({"messages": [call, error]}))
+        503 retry
+        404 replan
+        403 refuse
+    """
+    policy = _check(policy)
+    if loop_policy is not None and not isinstance(loop_policy, LoopPolicy):
+        raise TypeError(
+            f"loop_policy must be a LoopPolicy or None, got {type(loop_policy).__name__}"
+        )
+
+    def route(state: Any, config: RunnableConfig) -> RetryRoute | LoopRoute:
+        decision = _decide(state, config, policy, messages_key)
+        label: str = (
+            decision.data.get("route", "continue")
+            if decision.reason != "invalid_input"
+            else "continue"
+        )
+        if loop_policy is not None and label != "refuse":
+            loop = _node.guarded(
+                lambda s, _c: detect_loop(state_messages(s, messages_key), policy=loop_policy),
+                lambda err: _node.invalid_input("loop_check", err, verdict=Verdict.CONTINUE),
+            )(state, config)
+            verdict = _node.stamp(loop, config).verdict
+            if verdict in (Verdict.STOP, Verdict.ESCALATE) or (
+                verdict is Verdict.NUDGE and label == "continue"
+            ):
+                return cast("LoopRoute", verdict.value)
+        return cast("RetryRoute", label)
+
+    return _node.runnable(GUARD, route)
+
+
+def _finish_text(decision: GuardDecision) -> str | None:
+    data = decision.data
+    tool = data.get("tool", "the tool")
+    route = data.get("route")
+    if route == "clarify":
+        options = data.get("options") or []
+        question = data.get("question") or f"{tool} found several matches. Which one do you mean?"
+        return question + (f" Options: {', '.join(options)}." if options else "")
+    if route == "refuse":
+        return (
+            f"I can't do that: {tool} refused the request ({data.get('kind')}). I won't "
+            "retry it or try to work around it"
+        )
+    if route == "fallback":
+        return f"{tool} is unavailable right now ({decision.reason.replace('_', ' ')})"
+    return None
+
+
+def finish_messages(decision: GuardDecision, messages: list[Any]) -> list[AIMessage | Any]:
+    """The messages that end a run on a refuse / clarify / abstain / fallback route.
+
+    Pending tool calls get a ToolMessage; then one message: the clarifying question, or
+    the reason (refusal, unavailability, what is missing) plus the confirmed partial result.
+
+    Example:
+        >>> from agent_guards.retry_router import AmbiguousInput, describe_failure, failure_message
+        >>> from agent_guards.retry_router import route_failures
+        >>> f = describe_failure(AmbiguousInput(question="Which Paris?", options=["FR", "US"]))
+        >>> call = AIMessage("", tool_calls=[{"name": "hotels", "args": {}, "id": "c1"}])
+        >>> history = [call, failure_message(f, tool="hotels", tool_call_id="c1")]
+        >>> [m.content for m in finish_messages(route_failures(history), history)]
+        ['Which Paris? Options: FR, US.']
+    """
+    pending = answer_pending(
+        messages, f"Not executed: retry_router ended the run ({decision.reason}).", name=GUARD
+    )
+    text = _finish_text(decision)
+    if decision.data.get("route") == "clarify" and text:
+        final = AIMessage(
+            content=text, name=GUARD, response_metadata={"agent_guards": {"guard": GUARD}}
+        )
+    else:
+        final = final_message(decision, [*messages, *pending], lead=text)
+    return [*pending, final]
+
+
+def create_retry_finish(
+    *, policy: RetryRouterPolicy | None = None, messages_key: str = "messages"
+) -> RunnableLambda[Any, dict[str, Any]]:
+    """Node for the ending routes (refuse, clarify, abstain, default fallback).
+
+    Answers pending tool calls, then ends with one message: the clarifying question, the
+    refusal, or the reason plus the confirmed partial result.
+
+    Example:
+        >>> from agent_guards.retry_router import create_retry_finish, describe_failure
+        >>> from agent_guards.retry_router import failure_message
+        >>> call = AIMessage("", tool_calls=[{"name": "pay", "args": {}, "id": "c1"}])
+        >>> error = failure_message(describe_failure(403), tool="pay", tool_call_id="c1")
+        >>> out = create_retry_finish().invoke({"messages": [call, error]})
+        >>> out["guard_log"][0].verdict.value, out["messages"][-1].content
+        ('refuse', "I can't do that: pay refused the request (permission). I won't retry it ...")
+    """
+    policy = _check(policy)
+
+    def finish(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        decision = _decide(state, config, policy, messages_key)
+        messages = state_messages(state, messages_key)
+        log = (state.get("guard_log") if isinstance(state, dict) else None) or []
+        # ToolCallGuard already logged this failure's decision: record it once
+        last = log[-1] if log else None
+        logged = isinstance(last, GuardDecision) and (
+            last.guard,
+            last.verdict,
+            last.reason,
+            last.selected_ids,
+        ) == (decision.guard, decision.verdict, decision.reason, decision.selected_ids)
+        update: dict[str, Any] = {messages_key: finish_messages(decision, messages)}
+        return update if logged else {**update, "guard_log": [decision]}
+
+    return _node.runnable("retry_finish", finish)
+
+
+def add_retry_router(
+    builder: StateGraph[Any, Any, Any, Any],
+    source: str,
+    *,
+    model: str,
+    tools: str,
+    replan: str | None = None,
+    fallback: str | None = None,
+    policy: RetryRouterPolicy | None = None,
+    loop_policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+    end: str = END,
+) -> dict[str, str]:
+    """Wire retry_router after ``source`` (the tools node) and return the path map.
+
+    ``retry`` goes back to ``tools`` (ToolCallGuard re-runs only the failed calls after
+    the backoff); ``repair``, ``continue`` and, unless ``replan`` names a planner node,
+    ``replan`` go to ``model``; ``refuse``, ``clarify``, ``abstain`` and, unless
+    ``fallback`` names a node, ``fallback`` go to the ``retry_finish`` node, then ``end``.
+    With ``loop_policy`` the loop_check nodes are added too and share the edge.
+
+    Example:
+        >>> from agent_guards import RetryState, add_retry_router
+        >>> builder = StateGraph(RetryState)
+        >>> _ = builder.add_node("model", lambda s: {})
+        >>> _ = builder.add_node("tools", lambda s: {})
+        >>> add_retry_router(builder, "tools", model="model", tools="tools")
+        {'retry': 'tools', 'repair': 'model', 'replan': 'model', 'continue': 'model',
+         'refuse': 'retry_finish', 'clarify': 'retry_finish', 'abstain': 'retry_finish',
+         'fallback': 'retry_finish'}
+    """
+    policy = _check(policy)
+    for name, value in (("source", source), ("model", model), ("tools", tools)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"add_retry_router {name} must be a node name, got {value!r}")
+    builder.add_node("retry_finish", create_retry_finish(policy=policy, messages_key=messages_key))
+    builder.add_edge("retry_finish", end)
+    path_map: dict[str, str] = {
+        "retry": tools,
+        "repair": model,
+        "replan": replan or model,
+        "continue": model,
+        "refuse": "retry_finish",
+        "clarify": "retry_finish",
+        "abstain": "retry_finish",
+        "fallback": fallback or "retry_finish",
+    }
+    if loop_policy is not None:
+        path_map.update(
+            add_loop_nodes(
+                builder, continue_to=model, policy=loop_policy, messages_key=messages_key, end=end
+            )
+        )
+    router = create_retry_router(policy=policy, loop_policy=loop_policy, messages_key=messages_key)
+    paths = cast("dict[Hashable, str]", path_map)
+    builder.add_conditional_edges(source, router, paths)
+    return path_map

@@ -1,0 +1,323 @@
+"""ToolCallGuard: the ``ToolNode(wrap_tool_call=...)`` helper for loop_check and retry_router.
+
+Import ``ToolCallGuard`` from ``agent_guards`` or ``agent_guards.tool_guard``.
+Per tool call it (1) answers an identical earlier call from its result (REUSE: the tool
+is not executed again), (2) checks the tool's circuit breaker in the store, (3) executes,
+turning exceptions into classified error ToolMessages, (4) on a ``retry`` route re-entry,
+waits the backoff and re-executes only the failed calls, replacing their messages in place.
+It counts every execution in ``usage["tool_calls"]`` (reused and blocked calls are not
+executions) and logs its decisions to ``guard_log``. It keeps no state of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import ToolMessage
+from langgraph.errors import GraphBubbleUp
+from langgraph.prebuilt import ToolNode
+from langgraph.types import Command
+
+from agent_guards import graph as _node
+from agent_guards.core.clock import now_from_config
+from agent_guards.core.decision import GuardDecision, Verdict
+from agent_guards.core.errors import InvalidInputError
+from agent_guards.loop_check.policy import LoopPolicy
+from agent_guards.retry_router.breaker import CircuitBreaker
+from agent_guards.retry_router.classify import describe_failure, failure_message, failure_of
+from agent_guards.retry_router.core import decide_failure
+from agent_guards.retry_router.model import Failure, FailureKind
+from agent_guards.retry_router.policy import RetryRouterPolicy
+from agent_guards.tool_guard.plan import Plan, plan_call, retry_signature
+
+if TYPE_CHECKING:
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.store.base import BaseStore
+
+__all__ = ["Outcome", "ToolCallGuard"]
+
+Execute = Callable[["ToolCallRequest"], "ToolMessage | Command[Any]"]
+AExecute = Callable[["ToolCallRequest"], Awaitable["ToolMessage | Command[Any]"]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one guarded execution (or reuse, or breaker block)."""
+
+    result: Any
+    failure: Failure | None
+    decisions: tuple[GuardDecision, ...]
+    executions: int
+    route: str | None = None
+    delay: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallGuard:
+    """Wrap every tool call of a ``ToolNode``: reuse repeats, breaker, classified failures.
+
+    Use it as ``ToolNode(tools, wrap_tool_call=guard, awrap_tool_call=guard.awrap)``, or
+    ``guard.tool_node(tools)``. The graph's state needs the ``guard_log`` and ``usage``
+    channels (:class:`~agent_guards.core.GuardState`) unless ``log_decisions`` and
+    ``count_usage`` are off.
+
+    >>> from langchain_core.tools import tool
+    >>> @tool
+    ... def search(q: str) -> str:
+    ...     '''Search.'''
+    ...     return "found " + q
+    >>> node = ToolCallGuard().tool_node([search])
+    >>> type(node).__name__
+    'ToolNode'
+    """
+
+    loop: LoopPolicy | None = field(default_factory=LoopPolicy)
+    """Reuse identical calls' results (None: always execute)."""
+    retry: RetryRouterPolicy | None = field(default_factory=RetryRouterPolicy)
+    """Classify failures and serve ``retry`` routes (None: exceptions propagate)."""
+    breaker: CircuitBreaker | None = None
+    """Per-tool circuit breaker (needs a store: ``store=`` or the graph's store)."""
+    store: BaseStore | None = None
+    """Store for the breaker; defaults to the store the graph was compiled with."""
+    sleep: Callable[[float], Any] = time.sleep
+    """How to wait a backoff delay (inject a fake in tests)."""
+    asleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+    """Async wait."""
+    count_usage: bool = True
+    """Add 1 to ``usage["tool_calls"]`` per execution (retries included, reuses not)."""
+    log_decisions: bool = True
+    """Append REUSE / failure decisions to ``guard_log``."""
+    messages_key: str = "messages"
+    """State key of the message list."""
+
+    def __post_init__(self) -> None:
+        for name, kind in (
+            ("loop", LoopPolicy),
+            ("retry", RetryRouterPolicy),
+            ("breaker", CircuitBreaker),
+        ):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(
+                    f"ToolCallGuard.{name} must be a {kind.__name__} or None, "
+                    f"got {type(value).__name__}"
+                )
+        if not callable(self.sleep) or not callable(self.asleep):
+            raise TypeError("ToolCallGuard.sleep and .asleep must be callables")
+
+    def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> ToolNode:
+        """A ``ToolNode`` using this guard. Validation errors reach the guard as exceptions
+        (``handle_tool_errors=False`` unless given) so field errors stay structured."""
+        if self.retry is not None:
+            kwargs.setdefault("handle_tool_errors", False)
+        key = kwargs.setdefault("messages_key", self.messages_key)
+        if key != self.messages_key:
+            raise ValueError(
+                f"tool_node(messages_key={key!r}) differs from ToolCallGuard.messages_key="
+                f"{self.messages_key!r}; set it on the guard: ToolCallGuard(messages_key=...)"
+            )
+        return ToolNode(tools, wrap_tool_call=self, awrap_tool_call=self.awrap, **kwargs)
+
+    # execution ------------------------------------------------------------------------
+
+    def _store(self, request: ToolCallRequest) -> BaseStore:
+        store = self.store or getattr(request.runtime, "store", None)
+        if store is None:
+            raise ValueError(
+                "ToolCallGuard.breaker needs a BaseStore: compile the graph with "
+                "store=... or pass ToolCallGuard(store=...)"
+            )
+        return store
+
+    def _blocked(self, request: ToolCallRequest, state: str, plan: Plan) -> tuple[Any, Failure]:
+        tool = request.tool_call["name"]
+        failure = Failure(
+            FailureKind.TRANSIENT,
+            circuit_open=True,
+            message=f"the circuit breaker for {tool} is {state}",
+            error_type="agent_guards.core.errors.CircuitOpen",
+        )
+        return self._failed(request, failure, plan), failure
+
+    def _failed(self, request: ToolCallRequest, failure: Failure, plan: Plan) -> ToolMessage:
+        call = request.tool_call
+        return failure_message(
+            failure,
+            tool=call["name"],
+            tool_call_id=str(call["id"]),
+            id=plan.replace_id,
+            attempt=plan.attempt,
+        )
+
+    def _after(
+        self, request: ToolCallRequest, result: Any, plan: Plan
+    ) -> tuple[Any, Failure | None, list[GuardDecision]]:
+        extra: list[GuardDecision] = []
+        if not isinstance(result, ToolMessage):
+            return result, None, extra
+        try:
+            failure = failure_of(result)
+        except InvalidInputError as err:
+            policy = self.retry.label if self.retry is not None else ""
+            extra.append(
+                _node.invalid_input("retry_router", err, policy=policy, verdict=Verdict.CONTINUE)
+            )
+            failure = None
+        update: dict[str, Any] = {
+            "response_metadata": {
+                **(result.response_metadata or {}),
+                "agent_guards": {"attempt": plan.attempt},
+            }
+        }
+        if plan.replace_id is not None:
+            update["id"] = plan.replace_id
+        if failure is not None and not isinstance(result.artifact, Mapping):
+            update["artifact"] = failure.to_artifact()
+        return result.model_copy(update=update), failure, extra
+
+    def _exception(
+        self, request: ToolCallRequest, err: Exception, plan: Plan
+    ) -> tuple[ToolMessage, Failure]:
+        if self.retry is None:
+            raise err
+        config = getattr(request.runtime, "config", None)
+        failure = describe_failure(err, now=now_from_config(config))
+        return self._failed(request, failure, plan), failure
+
+    def _decide(self, request: ToolCallRequest, failure: Failure, plan: Plan) -> GuardDecision:
+        assert self.retry is not None
+        call = request.tool_call
+        return decide_failure(
+            failure,
+            call_id=str(call["id"]),
+            tool=call["name"],
+            signature=retry_signature(call),
+            attempt=plan.attempt,
+            prior=plan.prior,
+            policy=self.retry,
+        )
+
+    def _outcome(
+        self,
+        request: ToolCallRequest,
+        result: Any,
+        plan: Plan,
+        *,
+        failure: Failure | None,
+        executions: int,
+        extra: Sequence[GuardDecision] = (),
+    ) -> Outcome:
+        decisions = [*plan.decisions, *extra]
+        route, delay = None, None
+        if failure is not None and self.retry is not None:
+            try:
+                decision = self._decide(request, failure, plan)
+            except InvalidInputError as err:  # a malformed failure earlier in the history
+                decision = _node.invalid_input(
+                    "retry_router", err, policy=self.retry.label, verdict=Verdict.CONTINUE
+                )
+            decisions.append(decision)
+            route, delay = decision.data.get("route"), decision.data.get("delay")
+        return Outcome(result, failure, tuple(decisions), executions, route, delay)
+
+    def finish(self, request: ToolCallRequest, outcome: Outcome) -> Any:
+        """What the wrapper returns: the message, plus ``guard_log`` / ``usage`` updates."""
+        config = getattr(request.runtime, "config", None)
+        update: dict[str, Any] = {}
+        if self.log_decisions and outcome.decisions:
+            update["guard_log"] = [_node.stamp(d, config) for d in outcome.decisions]
+        if self.count_usage and outcome.executions:
+            update["usage"] = {"tool_calls": outcome.executions}
+        result = outcome.result
+        if isinstance(result, Command):
+            if update and isinstance(result.update, dict) and not set(update) & set(result.update):
+                return Command(
+                    graph=result.graph,
+                    goto=result.goto,
+                    resume=result.resume,
+                    update={**result.update, **update},
+                )
+            return result
+        if not update:
+            return result
+        return Command(update={self.messages_key: [result], **update})
+
+    def _now(self, request: ToolCallRequest) -> float:
+        return now_from_config(getattr(request.runtime, "config", None)).timestamp()
+
+    def _record(self, request: ToolCallRequest, failure: Failure | None) -> bool:
+        return self.breaker is not None and (
+            failure is None or failure.kind in self.breaker.counted_kinds
+        )
+
+    def run_once(self, request: ToolCallRequest, execute: Execute, plan: Plan) -> Outcome:
+        """One execution per ``plan`` (breaker check, backoff wait, classification)."""
+        if plan.kind == "reuse":
+            return self._outcome(request, plan.message, plan, failure=None, executions=0)
+        tool = request.tool_call["name"]
+        if self.breaker is not None:
+            allowed, state = self.breaker.allow(self._store(request), tool, now=self._now(request))
+            if not allowed:
+                message, blocked = self._blocked(request, state, plan)
+                return self._outcome(request, message, plan, failure=blocked, executions=0)
+        if plan.kind == "retry" and plan.delay > 0:
+            self.sleep(plan.delay)
+        try:
+            result, failure, extra = self._after(request, execute(request), plan)
+        except GraphBubbleUp:
+            raise
+        except Exception as err:
+            (result, failure), extra = self._exception(request, err, plan), []
+        if self.breaker is not None and self._record(request, failure):
+            self.breaker.record(
+                self._store(request), tool, ok=failure is None, now=self._now(request)
+            )
+        return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra)
+
+    async def arun_once(self, request: ToolCallRequest, execute: AExecute, plan: Plan) -> Outcome:
+        """Async :meth:`run_once`."""
+        if plan.kind == "reuse":
+            return self._outcome(request, plan.message, plan, failure=None, executions=0)
+        tool = request.tool_call["name"]
+        if self.breaker is not None:
+            allowed, state = await self.breaker.aallow(
+                self._store(request), tool, now=self._now(request)
+            )
+            if not allowed:
+                message, blocked = self._blocked(request, state, plan)
+                return self._outcome(request, message, plan, failure=blocked, executions=0)
+        if plan.kind == "retry" and plan.delay > 0:
+            await self.asleep(plan.delay)
+        try:
+            result, failure, extra = self._after(request, await execute(request), plan)
+        except GraphBubbleUp:
+            raise
+        except Exception as err:
+            (result, failure), extra = self._exception(request, err, plan), []
+        if self.breaker is not None and self._record(request, failure):
+            await self.breaker.arecord(
+                self._store(request), tool, ok=failure is None, now=self._now(request)
+            )
+        return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra)
+
+    def plan(self, request: ToolCallRequest) -> Plan:
+        """Plan one call from the request's state (execute, reuse, retry or skip)."""
+        return plan_call(request, loop=self.loop, retry=self.retry, messages_key=self.messages_key)
+
+    def __call__(self, request: ToolCallRequest, execute: Execute) -> Any:
+        """Sync ``wrap_tool_call``."""
+        plan = self.plan(request)
+        if plan.kind == "skip":
+            return Command(update={})
+        return self.finish(request, self.run_once(request, execute, plan))
+
+    async def awrap(self, request: ToolCallRequest, execute: AExecute) -> Any:
+        """Async ``awrap_tool_call`` (same decisions as the sync path)."""
+        plan = self.plan(request)
+        if plan.kind == "skip":
+            return Command(update={})
+        return self.finish(request, await self.arun_once(request, execute, plan))
