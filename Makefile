@@ -38,7 +38,7 @@ format: $(VENV)/.dev.stamp ## apply ruff format and safe fixes
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-type: $(VENV)/.dev.stamp ## mypy --strict on the package and the reference graphs
+type: $(VENV)/.dev.stamp ## mypy --strict on the package (the reference graph included)
 	$(BIN)/mypy
 
 bench: $(VENV)/.dev.stamp ## benchmarks: a table of ratios measured in one run (+ bench-results.json)

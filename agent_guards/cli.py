@@ -31,17 +31,11 @@ def package_version() -> str:
 
 
 def graphs_module(name: str) -> ModuleType:
-    """Import a module of the reference graphs.
+    """Import a module of the reference graphs, ``agent_guards.graphs.<name>``.
 
-    In a wheel they ship as ``agent_guards.graphs``; in a source checkout (editable
-    install) they are the top-level ``graphs`` folder people clone.
+    Imported on demand, so ``version`` and ``eval`` never load the reference graph.
     """
-    try:
-        return import_module(f"agent_guards.graphs.{name}")
-    except ModuleNotFoundError as err:
-        if not (err.name or "").startswith("agent_guards.graphs"):
-            raise
-        return import_module(f"graphs.{name}")
+    return import_module(f"agent_guards.graphs.{name}")
 
 
 def _cmd_version(args: argparse.Namespace) -> int:

@@ -26,9 +26,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agent_guards import Budget, guard_serializer
+from agent_guards.graphs.plan_execute import Policies, build_graph
+from agent_guards.graphs.scenarios import SCENARIOS, RoleScript, run_baseline, run_scenario
 from agent_guards.testing import tool_call_message
-from graphs.plan_execute import Policies, build_graph
-from graphs.scenarios import SCENARIOS, RoleScript, run_baseline, run_scenario
 
 GUARD_CHANNELS = (
     "guard_log",

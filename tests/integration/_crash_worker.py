@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from graphs.demo import open_persistence
-from graphs.scenarios import scenario_config
+from agent_guards.graphs.demo import open_persistence
+from agent_guards.graphs.scenarios import scenario_config
 from tests.integration._reference import graph_for, lookups_scenario
 
 THREAD = "crash"

@@ -1,4 +1,4 @@
-"""Shared helpers for the reference-graph tests (graphs/plan_execute.py).
+"""Shared helpers for the reference-graph tests (agent_guards/graphs/plan_execute.py).
 
 Persistence factories (InMemory, SQLite sync and async, all with ``guard_serializer()``),
 runners that drive a scenario sync or async on any of them, decision summaries, and three
@@ -31,11 +31,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from agent_guards import Budget, EvidencePolicy, GuardDecision, guard_serializer
-from agent_guards.memory_resolve import asave_memories, memory_namespace
-from agent_guards.testing import tool_call_message
-from graphs.demo import open_persistence
-from graphs.plan_execute import Policies, build_graph
-from graphs.scenarios import (
+from agent_guards.graphs.demo import open_persistence
+from agent_guards.graphs.plan_execute import Policies, build_graph
+from agent_guards.graphs.scenarios import (
     CONTINUE,
     FINISH,
     NOW,
@@ -44,6 +42,8 @@ from graphs.scenarios import (
     scenario_config,
     seed_memories,
 )
+from agent_guards.memory_resolve import asave_memories, memory_namespace
+from agent_guards.testing import tool_call_message
 
 __all__ = [
     "CONFLICT",

@@ -311,8 +311,8 @@ def test_cases_from_a_reference_graph_thread_with_delta_channels(tmp_path: Path,
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.store.memory import InMemoryStore
 
-    from graphs.plan_execute import build_graph
-    from graphs.scenarios import SCENARIOS, run_scenario
+    from agent_guards.graphs.plan_execute import build_graph
+    from agent_guards.graphs.scenarios import SCENARIOS, run_scenario
 
     scenario = SCENARIOS[name]
     store = InMemoryStore()

@@ -14,8 +14,8 @@ import pytest
 from langgraph.types import Command
 
 from agent_guards import Budget
-from graphs.plan_execute import Policies
-from graphs.scenarios import scenario_config
+from agent_guards.graphs.plan_execute import Policies
+from agent_guards.graphs.scenarios import scenario_config
 from tests.integration._reference import (
     TIGHT,
     async_persistence,

@@ -15,9 +15,9 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
 from agent_guards import GuardDecision, PlanStep
+from agent_guards.graphs.plan_execute import build_graph
+from agent_guards.graphs.scenarios import scenario_config
 from agent_guards.planner_gate import StepStatus
-from graphs.plan_execute import build_graph
-from graphs.scenarios import scenario_config
 from tests.integration._reference import (
     CONFLICT,
     async_persistence,

@@ -41,10 +41,10 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agent_guards import Budget, guard_serializer
+from agent_guards.graphs.plan_execute import Policies, build_graph
+from agent_guards.graphs.scenarios import RoleScript
 from agent_guards.testing import tool_call_message
 from benchmarks.bench_graph import long_plan, lookup
-from graphs.plan_execute import Policies, build_graph
-from graphs.scenarios import RoleScript
 
 pytestmark = pytest.mark.slow
 

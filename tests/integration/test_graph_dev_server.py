@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from graphs.scenarios import NOW, PRINCIPAL
+from agent_guards.graphs.scenarios import NOW, PRINCIPAL
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
@@ -222,7 +222,7 @@ async def test_langgraph_dev_serves_history_replay_and_forks(
     reason="upstream: Pregel.copy() drops the strict-msgpack allowlist that compile() set",
 )
 def test_copy_keeps_the_strict_allowlist() -> None:
-    from graphs.plan_execute import graph
+    from agent_guards.graphs.plan_execute import graph
 
     compiled = graph({"configurable": {}})
     assert compiled._serde_allowlist

@@ -14,9 +14,9 @@ import uuid
 import pytest
 
 from agent_guards import cli
+from agent_guards.graphs.demo import open_persistence
+from agent_guards.graphs.scenarios import SCENARIOS, scenario_config
 from agent_guards.memory_resolve import memory_namespace
-from graphs.demo import open_persistence
-from graphs.scenarios import SCENARIOS, scenario_config
 from tests.integration._reference import brief, graph_for, no_serde_events, run_sync
 from tests.integration.test_graph_scenarios import _check_run
 

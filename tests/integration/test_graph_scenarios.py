@@ -16,8 +16,8 @@ from langgraph.errors import GraphRecursionError
 from agent_guards import Evidence, GuardDecision, PlanVersion
 from agent_guards.budget import recursion_limit_for
 from agent_guards.evidence_resolve import EvidenceVerdict
-from graphs.plan_execute import SUPERSTEPS_PER_STEP
-from graphs.scenarios import SCENARIOS, run_baseline, scenario_config
+from agent_guards.graphs.plan_execute import SUPERSTEPS_PER_STEP
+from agent_guards.graphs.scenarios import SCENARIOS, run_baseline, scenario_config
 from tests.integration._reference import (
     async_persistence,
     brief,

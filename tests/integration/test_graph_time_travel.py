@@ -21,8 +21,8 @@ import pytest
 from langgraph.types import Command
 
 from agent_guards import Evidence, GuardDecision, Verdict, cli
+from agent_guards.graphs.scenarios import SCENARIOS, Scenario, scenario_config
 from agent_guards.planner_gate import Goal
-from graphs.scenarios import SCENARIOS, Scenario, scenario_config
 from tests.integration._reference import (
     graph_for,
     lookups_scenario,
@@ -215,7 +215,7 @@ def _ids(config: Any) -> dict[str, Any]:
 
 
 def _end_of_branch(graph: Any, thread: str, checkpoint: str) -> dict[str, Any]:
-    from graphs.demo import _original_end
+    from agent_guards.graphs.demo import _original_end
 
     return _original_end(graph, thread, checkpoint)
 
@@ -275,7 +275,7 @@ def test_replay_compares_with_the_original_branch_not_a_later_fork(
     db = tmp_path / "demo.sqlite"
     thread = _demo(db, "procurement_threshold", capsys)
     scenario = SCENARIOS["procurement_threshold"]
-    from graphs.demo import open_persistence
+    from agent_guards.graphs.demo import open_persistence
 
     with open_persistence(str(db)) as (saver, store):
         graph = graph_for(scenario, saver, store)
@@ -299,7 +299,7 @@ def test_replay_on_a_two_turn_thread_compares_with_its_own_turn(
     db = tmp_path / "demo.sqlite"
     thread = "procurement_threshold-two-turns"
     scenario = SCENARIOS["procurement_threshold"]
-    from graphs.demo import open_persistence
+    from agent_guards.graphs.demo import open_persistence
 
     with open_persistence(str(db)) as (saver, store):
         run_sync(scenario, saver, store, thread)

@@ -1,6 +1,6 @@
 """The reference Plan-and-Execute graph, with every agent-guards guard in place.
 
-Clone this file as the template for your own planner. The flow (DESIGN.md)::
+Clone this file as the template for your own planner. The flow::
 
     parse_goal -> memory_resolve -> plan -> planner_gate -> start_step
       -> [context_guard -> agent -> tools (loop_check + retry_router)]* -> record_step

@@ -174,7 +174,7 @@ class Nodes:
         results = [m for m in messages if isinstance(m, ToolMessage)]
         found = evidence_from_messages(results)
         if self.pol.guards:
-            # evidence the caller may not see never enters the state (DESIGN: permission first)
+            # evidence the caller may not see never enters the state (permission is checked first)
             who = _identities(config)
             found = flag_evidence([e for e in found if e.visible_to(who)])
         status, note, route = step_outcome(messages, self.pol.retry)

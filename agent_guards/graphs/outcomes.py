@@ -1,9 +1,9 @@
 """How a run ends: the outcome of a step, and the final answer the user sees.
 
 ``respond_outcome`` is the completion check: every dimension the goal asked for must be
-covered by cited evidence; otherwise the run clarifies, abstains, escalates, or returns
-the confirmed part plus what is missing (seed 003). It never blends conflicting values:
-that is what ``blend_outcome``, the unguarded baseline, does.
+covered by cited evidence; otherwise the run clarifies, abstains, escalates, or (when the
+budget runs out) returns the confirmed part plus what is missing. It never blends
+conflicting values: that is what ``blend_outcome``, the unguarded baseline, does.
 """
 
 from __future__ import annotations

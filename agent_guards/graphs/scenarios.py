@@ -1,8 +1,8 @@
-"""Built-in scenarios: scripted models and tools reproducing the seed traces.
+"""Built-in scenarios: scripted models and tools reproducing known failure traces.
 
-Each scenario runs the reference graph (:mod:`graphs.plan_execute`) with a scripted chat
-model, so ``make demo`` needs no network and no keys, and the same run can be repeated,
-replayed from any checkpoint and compared with the unguarded graph.
+Each scenario runs the reference graph (:mod:`agent_guards.graphs.plan_execute`) with a
+scripted chat model, so ``make demo`` needs no network and no keys, and the same run can be
+repeated, replayed from any checkpoint and compared with the unguarded graph.
 
 Example:
     >>> from langgraph.checkpoint.memory import InMemorySaver
@@ -136,7 +136,7 @@ def _found(docs: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]
 
 @dataclass(frozen=True)
 class Scenario:
-    """One seed trace: the user's message, a scripted model, tools, policies, memories."""
+    """One failure trace: the user's message, a scripted model, tools, policies, memories."""
 
     name: str
     title: str

@@ -1,1 +1,0 @@
-"""Reference graphs for agent-guards (shipped as ``agent_guards.graphs``)."""
