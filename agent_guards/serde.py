@@ -14,7 +14,7 @@ Example:
     True
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -33,7 +33,15 @@ from agent_guards.planner_gate.model import (
     StepStatus,
 )
 
-__all__ = ["GUARD_STATE_TYPES", "delta_channel", "delta_log", "guard_serializer", "serde_allowlist"]
+__all__ = [
+    "GUARD_STATE_TYPES",
+    "RENAMED_MODULES",
+    "GuardSerializer",
+    "delta_channel",
+    "delta_log",
+    "guard_serializer",
+    "serde_allowlist",
+]
 
 GUARD_STATE_TYPES: tuple[type, ...] = (
     GuardDecision,
@@ -67,13 +75,84 @@ def serde_allowlist(*extra: type) -> list[tuple[str, str]]:
     return [(t.__module__, t.__name__) for t in (*GUARD_STATE_TYPES, *extra)]
 
 
-def guard_serializer(*extra: type, **kwargs: Any) -> JsonPlusSerializer:
-    """A ``JsonPlusSerializer`` that loads the guard types (and ``extra``) without warnings.
+RENAMED_MODULES: dict[str, str] = {
+    "agent_guards.types": "agent_guards.core.decision",
+    "agent_guards._evidence_model": "agent_guards.evidence_resolve.model",
+    "agent_guards._memory_model": "agent_guards.memory_resolve.model",
+    "agent_guards._plan_goal": "agent_guards.planner_gate.goal",
+    "agent_guards._plan_model": "agent_guards.planner_gate.model",
+}
+"""Module paths that checkpoints written by agent-guards 0.1.0 name, and where those types
+live now. Only the guard state types are renamed; the allowlist itself names public
+paths only."""
+
+# msgpack ext codes LangGraph uses for objects rebuilt from (module, name, args).
+_CONSTRUCTOR_CODES = frozenset({0, 1, 2})
+_LEGACY_MARKS = tuple(m.encode() for m in RENAMED_MODULES)
+_RENAMED = {
+    (old, t.__name__): new
+    for old, new in RENAMED_MODULES.items()
+    for t in GUARD_STATE_TYPES
+    if t.__module__ == new
+}
+
+
+class GuardSerializer(JsonPlusSerializer):
+    """``JsonPlusSerializer`` with the guard allowlist that also reads 0.1.0 checkpoints.
+
+    A checkpoint names each object's type by module path. Those written by 0.1.0 name
+    private modules that no longer exist; this serializer maps exactly those
+    ``(module, name)`` pairs to the types' public homes (:data:`RENAMED_MODULES`) and
+    then loads them through LangGraph's own allowlist check. Anything else is read by
+    LangGraph unchanged.
+
+    Example:
+        >>> serde = guard_serializer()
+        >>> isinstance(serde, GuardSerializer), serde.with_msgpack_allowlist([]) is serde
+        (True, True)
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._wrap_ext_hook()
+
+    def with_msgpack_allowlist(self, extra_allowlist: Iterable[Any]) -> JsonPlusSerializer:
+        """LangGraph's merge of the allowlist (at compile time), keeping the renaming."""
+        clone = super().with_msgpack_allowlist(extra_allowlist)
+        if clone is not self and isinstance(clone, GuardSerializer):
+            clone._wrap_ext_hook()
+        return clone
+
+    def _wrap_ext_hook(self) -> None:
+        base: Callable[[int, bytes], Any] = self._unpack_ext_hook
+
+        def hook(code: int, data: bytes) -> Any:
+            if any(mark in data for mark in _LEGACY_MARKS):
+                data = self._renamed(code, data)
+            return base(code, data)
+
+        self._unpack_ext_hook = hook
+
+    def _renamed(self, code: int, data: bytes) -> bytes:
+        # Decode with this hook (nested objects come back as the new types), fix
+        # this object's own path, and encode again for LangGraph's hook to load.
+        value = self.loads_typed(("msgpack", data))
+        if code in _CONSTRUCTOR_CODES and isinstance(value, list) and len(value) >= 2:
+            new = _RENAMED.get((value[0], value[1]))
+            if new is not None:
+                value[0] = new
+        kind, blob = self.dumps_typed(value)
+        return blob if kind == "msgpack" else data
+
+
+def guard_serializer(*extra: type, **kwargs: Any) -> GuardSerializer:
+    """A serializer that loads the guard types (and ``extra``) without warnings.
 
     Pass it as ``serde=`` to any checkpointer (``SqliteSaver(conn, serde=...)``,
     ``PostgresSaver(conn, serde=...)``). When a graph is compiled, LangGraph adds the
     types reachable from its state schema (messages included) to this allowlist; a type
-    reachable from neither is blocked, as in strict mode.
+    reachable from neither is blocked, as in strict mode. Checkpoints written by
+    agent-guards 0.1.0 load too (see :class:`GuardSerializer`).
 
     Example:
         >>> from agent_guards import GuardDecision, guard_serializer
@@ -83,7 +162,7 @@ def guard_serializer(*extra: type, **kwargs: Any) -> JsonPlusSerializer:
         >>> blob[0], serde.loads_typed(blob) == d
         ('msgpack', True)
     """
-    return JsonPlusSerializer(allowed_msgpack_modules=serde_allowlist(*extra), **kwargs)
+    return GuardSerializer(allowed_msgpack_modules=serde_allowlist(*extra), **kwargs)
 
 
 def delta_channel(reducer: Callable[[Any, Any], Any], *, snapshot_frequency: int = 100) -> Any:
