@@ -53,6 +53,7 @@ HEADLINES = (
     ("fit_context, 10k / 1k messages", "context", "fit_context time, 10,000 / 1,000"),
     ("checkpoint bytes per step, step 1000 / 10", "graph", "bytes per super-step, step 1000"),
     ("model calls until stop, unguarded / guarded", "graph", ""),
+    ("import agent_guards / import langgraph.graph", "imports", "import agent_guards /"),
 )
 
 
