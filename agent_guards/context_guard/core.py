@@ -1,6 +1,6 @@
 """The pure core of the context guard: ``fit_context``. Imports nothing from LangGraph.
 
-Order of work (cheapest and most reversible first, seed 001 / 003):
+Order of work (cheapest and most reversible first):
 
 1. assemble: leading system messages, then pinned content, then the rest of the history;
 2. tool results longer than ``archive_over_tokens`` move to the store (a reference with the

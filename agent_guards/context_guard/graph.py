@@ -5,7 +5,7 @@ is the node that runs before the model node, writes the fitted messages back thr
 ``add_messages`` reducer, archives long content in the graph's ``BaseStore``, and records
 a :class:`~agent_guards.core.GuardDecision` in ``guard_log``.
 
-Thresholds (seed 001), as a share of the input budget (``max_tokens`` minus the answer
+Thresholds, as a share of the input budget (``max_tokens`` minus the answer
 reserve; the usage counts messages and tool schemas): 70% NUDGE ``warning``, 85% NUDGE
 ``critical``, 90% REPAIR (long tool results archived, the middle summarized back to 50%,
 truncation last). The system prompt, pinned content and the current question always survive;

@@ -46,7 +46,7 @@ DEFAULT_SCOPE_KEYS: frozenset[str] = frozenset({
     "version", "edition", "revision", "release",
 })
 # fmt: on
-"""Argument keys that name a *scope* (seed 003): a call in another region, period or
+"""Argument keys that name a *scope*: a call in another region, period or
 version is progress, not a loop, even when it returns the same result."""
 
 DEFAULT_GUARD_NAMES: frozenset[str] = frozenset({"loop_check", "retry_router"})

@@ -1,4 +1,4 @@
-"""Stopping well (DESIGN principle 6), shared by loop_check and retry_router. Private.
+"""Stopping well: what loop_check and retry_router leave behind when they end a run.
 
 A guard that ends a run answers every pending tool call with a ToolMessage, then tells the
 user what was confirmed so far and why it stopped, in one sentence built by

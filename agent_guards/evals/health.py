@@ -1,4 +1,4 @@
-"""Planning health over a batch of runs (seed 002's 规划健康度 metrics).
+"""Planning health over a batch of runs (how often plans change, stall or are refused).
 
 :func:`planning_health` reads the final state of each run (the output of ``graph.invoke``,
 or ``graph.get_state(config).values`` plus its ``interrupts``): ``plans`` (the
@@ -16,7 +16,7 @@ step_success_rate            step executions that succeeded (status done)  /  st
                              counts once                                        (步骤成功率)
 replan_rate                  plan versions proposed after the initial one  /  plan versions
                                                                                 (重规划率)
-replans_per_run              plan versions proposed after the initial one  /  runs (seed 000)
+replans_per_run              plan versions proposed after the initial one  /  runs
 user_interruption_rate       runs the user interrupted (a planner_gate decision ``cancelled``
                              or ``approval_rejected``, or the run ended waiting on a human:
                              ``__interrupt__``)  /  runs                        (用户中断率)

@@ -1,4 +1,4 @@
-"""From a recorded run to regression cases (seed 000, trap 6: trace -> badcase -> slice).
+"""From a recorded run to regression cases (trace -> bad case -> regression slice).
 
 :func:`cases_from_thread` walks a thread's checkpoints (oldest first), reads the decisions
 each step wrote to ``guard_log`` (the checkpoint's pending writes, so a ``delta_log()``

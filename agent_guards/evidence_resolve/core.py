@@ -1,6 +1,6 @@
 """``resolve_evidence``: arbitrate retrieved evidence. Pure: no LangGraph import.
 
-Order (seed 000): permission > entity > version/time > source credibility > basis >
+Order: permission > entity > version/time > source credibility > basis >
 relevance > (never) model summary. The work is a few dict passes plus sorts of the groups,
 so it grows as n log n. Public names are re-exported from :mod:`agent_guards.evidence_resolve`.
 

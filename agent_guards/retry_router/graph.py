@@ -1,4 +1,4 @@
-"""retry_router: route every tool failure to the right recovery (seed 000's table).
+"""retry_router: route every tool failure to the right recovery (one recovery per failure kind).
 
 ==============  ==============================  =====================================
 kind            examples                        route (default)
