@@ -23,10 +23,12 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from agent_guards.core.errors import BudgetExceeded
+from agent_guards.core.fields import to_datetime
+from agent_guards.core.policy import check_duration, check_int
 
 __all__ = [
     "AllOf",
@@ -175,22 +177,13 @@ class AllOf(_Composite):
         return StopReason(" & ".join(str(r) for r in reasons))
 
 
-def _check_limit(name: str, value: Any, *, integer: bool = True) -> None:
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or not value > 0:
-        need = "an int >= 1" if integer else "a number > 0"
-        raise ValueError(f"{name} must be {need} or None, got {value!r}")
-    if not integer and math.isinf(value):
-        raise ValueError(f"{name} must be finite; use None for no limit")
-
-
 @dataclass(frozen=True)
 class _Max(StopCondition):
     limit: int
     counter = ""
 
     def __post_init__(self) -> None:
-        _check_limit(f"{type(self).__name__}.limit", self.limit)
+        check_int(f"{type(self).__name__}.limit", self.limit, minimum=1)
 
     def __call__(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
         value = int(_usage(state).get(self.counter, 0))
@@ -289,18 +282,14 @@ class Deadline(StopCondition):
     seconds: float
 
     def __post_init__(self) -> None:
-        value = (
-            self.seconds.total_seconds() if isinstance(self.seconds, timedelta) else self.seconds
-        )
-        _check_limit("Deadline.seconds", value, integer=False)
-        object.__setattr__(self, "seconds", float(value))
+        seconds = check_duration("Deadline.seconds", self.seconds, positive=True)
+        object.__setattr__(self, "seconds", seconds)
 
     def __call__(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
         started = _usage(state).get("started_at")
-        if started is None or now is None:
+        if started is None or (when := to_datetime(now, item=None, field="now")) is None:
             return None
-        now = now if now.tzinfo else now.replace(tzinfo=timezone.utc)
-        elapsed = now.timestamp() - float(started)
+        elapsed = when.timestamp() - float(started)
         if elapsed >= self.seconds:
             return StopReason("max_seconds", self.seconds, round(elapsed, 3))
         return None
@@ -350,14 +339,11 @@ class Budget:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is None:
-                continue
-            if f.name == "max_seconds":
-                seconds = value.total_seconds() if isinstance(value, timedelta) else value
-                _check_limit(f"Budget.{f.name}", seconds, integer=False)
-                object.__setattr__(self, f.name, float(seconds))
-            else:
-                _check_limit(f"Budget.{f.name}", value)
+            if f.name != "max_seconds":
+                check_int(f"Budget.{f.name}", value, minimum=1, optional=True)
+            elif value is not None:
+                seconds = check_duration("Budget.max_seconds", value, positive=True)
+                object.__setattr__(self, f.name, seconds)
 
     def stop_condition(self) -> StopCondition | None:
         """The budget as one condition (``AnyOf`` of its limits), or None if unbounded."""
@@ -402,12 +388,7 @@ def recursion_limit_for(
             "recursion_limit_for needs Budget.max_steps: an unbounded budget relies on "
             "recursion_limit alone"
         )
-    if (
-        isinstance(nodes_per_step, bool)
-        or not isinstance(nodes_per_step, int)
-        or nodes_per_step < 1
-    ):
-        raise ValueError(f"nodes_per_step must be an int >= 1, got {nodes_per_step!r}")
+    check_int("nodes_per_step", nodes_per_step, minimum=1)
     if not 0 <= margin <= 10:
         raise ValueError(f"margin must be between 0 and 10, got {margin!r}")
     base = (budget.max_steps + 1) * nodes_per_step

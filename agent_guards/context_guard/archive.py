@@ -5,7 +5,7 @@ Public names are re-exported from :mod:`agent_guards.context_guard`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, StructuredTool
@@ -108,17 +108,32 @@ def create_archive_reader_tool(
         ('xxxx', True, True)
     """
     ns = check_namespace(namespace)
+    _check_reader_options(store, page_chars=page_chars, name=name)
+    read, aread = _readers(store, ns, page_chars)
+    if store is None:
+        return _injected_store_tool(read, aread, name=name)
+    return _fixed_store_tool(read, aread, name=name)
+
+
+_READER_DESCRIPTION = (
+    "Read context that was archived to keep the conversation small (long tool results, "
+    "older messages). Pass the archive id quoted in the context; use offset to page."
+)
+
+
+def _check_reader_options(store: Any, *, page_chars: Any, name: Any) -> None:
     if isinstance(page_chars, bool) or not isinstance(page_chars, int) or page_chars < 1:
         raise ValueError(f"page_chars must be an int >= 1, got {page_chars!r}")
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     if store is not None and not isinstance(store, BaseStore):
         raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
-    description = (
-        "Read context that was archived to keep the conversation small (long tool results, "
-        "older messages). Pass the archive id quoted in the context; use offset to page."
-    )
-    fixed = store
+
+
+def _readers(
+    fixed: BaseStore | None, ns: tuple[str, ...], page_chars: int
+) -> tuple[Callable[..., str], Callable[..., Awaitable[str]]]:
+    """``read`` and ``aread`` of a page, from ``fixed`` or else from the injected store."""
 
     def _pick(injected: Any) -> BaseStore:
         chosen = fixed if fixed is not None else injected
@@ -135,21 +150,33 @@ def create_archive_reader_tool(
         item = await _pick(injected_store).aget(ns, archive_id)
         return read_page(item, archive_id, offset, page_chars)
 
-    if fixed is None:
+    return read, aread
 
-        def read_injected(
-            archive_id: str, offset: int = 0, injected_store: Annotated[Any, InjectedStore()] = None
-        ) -> str:
-            return read(archive_id, offset, injected_store)
 
-        async def aread_injected(
-            archive_id: str, offset: int = 0, injected_store: Annotated[Any, InjectedStore()] = None
-        ) -> str:
-            return await aread(archive_id, offset, injected_store)
+def _injected_store_tool(
+    read: Callable[..., str], aread: Callable[..., Awaitable[str]], *, name: str
+) -> BaseTool:
+    """The tool reading from the graph's store, injected by ``ToolNode``."""
 
-        return StructuredTool.from_function(
-            read_injected, coroutine=aread_injected, name=name, description=description
-        )
+    def read_injected(
+        archive_id: str, offset: int = 0, injected_store: Annotated[Any, InjectedStore()] = None
+    ) -> str:
+        return read(archive_id, offset, injected_store)
+
+    async def aread_injected(
+        archive_id: str, offset: int = 0, injected_store: Annotated[Any, InjectedStore()] = None
+    ) -> str:
+        return await aread(archive_id, offset, injected_store)
+
+    return StructuredTool.from_function(
+        read_injected, coroutine=aread_injected, name=name, description=_READER_DESCRIPTION
+    )
+
+
+def _fixed_store_tool(
+    read: Callable[..., str], aread: Callable[..., Awaitable[str]], *, name: str
+) -> BaseTool:
+    """The tool reading from the store it was given."""
 
     def read_fixed(archive_id: str, offset: int = 0) -> str:
         return read(archive_id, offset)
@@ -158,5 +185,5 @@ def create_archive_reader_tool(
         return await aread(archive_id, offset)
 
     return StructuredTool.from_function(
-        read_fixed, coroutine=aread_fixed, name=name, description=description
+        read_fixed, coroutine=aread_fixed, name=name, description=_READER_DESCRIPTION
     )

@@ -59,8 +59,7 @@ class _Budget:
 
 
 def _check(messages: Sequence[BaseMessage], max_tokens: Any, pol: Any) -> list[BaseMessage]:
-    if not isinstance(pol, ContextPolicy):
-        raise TypeError(f"policy must be a ContextPolicy, got {type(pol).__name__}")
+    ContextPolicy.coerce(pol)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise InvalidInputError(f"must be an int >= 1, got {max_tokens!r}", field="max_tokens")
     msgs = list(messages)

@@ -131,9 +131,7 @@ def create_context_guard(
     """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
-    pol = ContextPolicy() if policy is None else policy
-    if not isinstance(pol, ContextPolicy):
-        raise TypeError(f"policy must be a ContextPolicy, got {type(pol).__name__}")
+    pol = ContextPolicy.coerce(policy)
     if pol.reserve_for(max_tokens) >= max_tokens:
         raise ValueError(
             f"reserve_tokens={pol.reserve_tokens} leaves no input room in max_tokens={max_tokens}"

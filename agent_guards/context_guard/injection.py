@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
+from agent_guards.core.policy import Policy
+
 __all__ = [
     "DEFAULT_INJECTION_PATTERNS",
     "INJECTION_FLAG",
@@ -111,7 +113,7 @@ _TRIGGERS: dict[str, tuple[str, ...]] = dict(
 
 
 @dataclass(frozen=True, kw_only=True)
-class InjectionPolicy:
+class InjectionPolicy(Policy):
     """Which patterns count as text addressing the model. Frozen; validated at construction.
 
     Example:
@@ -159,17 +161,9 @@ class InjectionPolicy:
                     f"InjectionPolicy.patterns[{key!r}] is not a valid regex ({regex!r}): {err}"
                 ) from None
             compiled.append((key, rx, _TRIGGERS.get(regex, ())))
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"InjectionPolicy.name must be a non-empty string, got {self.name!r}")
-        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
-            raise ValueError(f"InjectionPolicy.version must be an int >= 1, got {self.version!r}")
+        self.check_label()
         object.__setattr__(self, "patterns", tuple(pairs))
         object.__setattr__(self, "_compiled", tuple(compiled))
-
-    @property
-    def label(self) -> str:
-        """``"InjectionPolicy@1"``: what decisions record."""
-        return f"{self.name}@{self.version}"
 
 
 _DEFAULT = InjectionPolicy()
@@ -192,9 +186,7 @@ def scan_injection(text: str | None, policy: InjectionPolicy | None = None) -> t
         return ()
     if not isinstance(text, str):
         raise TypeError(f"scan_injection needs a str, got {type(text).__name__}")
-    pol = _DEFAULT if policy is None else policy
-    if not isinstance(pol, InjectionPolicy):
-        raise TypeError(f"policy must be an InjectionPolicy, got {type(pol).__name__}")
+    pol = InjectionPolicy.coerce(policy, default=_DEFAULT)
     folded = text.casefold()
     return tuple(
         name

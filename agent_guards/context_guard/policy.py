@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from agent_guards.context_guard.injection import InjectionPolicy
+from agent_guards.core.policy import Policy, check_bool, check_int, check_ratio
 
 __all__ = ["ContextPolicy"]
 
@@ -19,23 +19,12 @@ MARKER = "agent_guards"
 """Key in ``additional_kwargs`` where the guard marks the messages it wrote or rewrote."""
 
 
-def _ratio(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ValueError(f"ContextPolicy.{name} must be a number in (0, 1], got {value!r}")
-    return float(value)
-
-
-def _count(name: str, value: Any, *, minimum: int, optional: bool = False) -> None:
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        allowed = f"an int >= {minimum}" + (" or None" if optional else "")
-        raise ValueError(f"ContextPolicy.{name} must be {allowed}, got {value!r}")
-
-
 @dataclass(frozen=True, kw_only=True)
-class ContextPolicy:
-    """How the context guard budgets the window (seed 001 thresholds by default).
+class ContextPolicy(Policy):
+    """How the context guard budgets the window.
+
+    By default it nudges at 70% and 85% of the input budget, summarizes the middle of the
+    history at 90% and brings it back to 50%.
 
     Ratios are of the *input budget*: ``max_tokens`` minus the room reserved for the answer.
     The usage counts every message plus the tool schemas bound to the model.
@@ -81,10 +70,10 @@ class ContextPolicy:
     """Bump when you change the policy, so decisions say which rules made them."""
 
     def __post_init__(self) -> None:
-        warn = _ratio("warn_ratio", self.warn_ratio)
-        critical = _ratio("critical_ratio", self.critical_ratio)
-        compress = _ratio("compress_ratio", self.compress_ratio)
-        target = _ratio("target_ratio", self.target_ratio)
+        warn, critical, compress, target = (
+            check_ratio(f"ContextPolicy.{name}", getattr(self, name), need="a number in (0, 1]")
+            for name in ("warn_ratio", "critical_ratio", "compress_ratio", "target_ratio")
+        )
         if not warn <= critical <= compress:
             raise ValueError(
                 "ContextPolicy needs warn_ratio <= critical_ratio <= compress_ratio, "
@@ -94,14 +83,14 @@ class ContextPolicy:
             raise ValueError(
                 f"ContextPolicy.target_ratio must be <= compress_ratio ({compress}), got {target}"
             )
-        _count("reserve_tokens", self.reserve_tokens, minimum=0, optional=True)
-        _count("archive_over_tokens", self.archive_over_tokens, minimum=1, optional=True)
-        _count("archive_preview_chars", self.archive_preview_chars, minimum=0)
-        _count("summary_max_tokens", self.summary_max_tokens, minimum=40)
-        _count("version", self.version, minimum=1)
+        check_int("ContextPolicy.reserve_tokens", self.reserve_tokens, minimum=0, optional=True)
+        check_int(
+            "ContextPolicy.archive_over_tokens", self.archive_over_tokens, minimum=1, optional=True
+        )
+        check_int("ContextPolicy.archive_preview_chars", self.archive_preview_chars, minimum=0)
+        check_int("ContextPolicy.summary_max_tokens", self.summary_max_tokens, minimum=40)
         for flag in ("archive_dropped", "pin_last_human", "scan_tool_output"):
-            if not isinstance(getattr(self, flag), bool):
-                raise TypeError(f"ContextPolicy.{flag} must be a bool, got {getattr(self, flag)!r}")
+            check_bool(f"ContextPolicy.{flag}", getattr(self, flag))
         exempt = self.archive_exempt_tools
         if isinstance(exempt, str) or not all(isinstance(t, str) for t in exempt):
             raise TypeError(
@@ -112,13 +101,7 @@ class ContextPolicy:
             raise TypeError(
                 f"ContextPolicy.injection must be an InjectionPolicy, got {self.injection!r}"
             )
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"ContextPolicy.name must be a non-empty string, got {self.name!r}")
-
-    @property
-    def label(self) -> str:
-        """``"ContextPolicy@1"``: what decisions record."""
-        return f"{self.name}@{self.version}"
+        self.check_label()
 
     def reserve_for(self, max_tokens: int) -> int:
         """Tokens reserved for the answer out of ``max_tokens``."""

@@ -18,7 +18,7 @@ otherwise                                CONTINUE   ``within_budget``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -67,6 +67,96 @@ def _detail(
     return f"{head}: {actions}; now at {usage:.0%}" if actions else head
 
 
+@dataclass(frozen=True)
+class _Moves:
+    """Where ``fit_context`` moved messages: removed, summarized or truncated, archived."""
+
+    removed_ids: list[str]
+    moved: dict[str, str]  # tool result id -> archive id
+    history: str | None  # archive id of the removed history, if it was archived
+    archived: dict[str, str]
+    summarized: list[str]
+    truncated: list[str]
+
+
+def _moves(
+    removed: Sequence[tuple[str, BaseMessage]],
+    summary: BaseMessage | None,
+    records: list[ArchiveRecord],
+) -> _Moves:
+    removed_ids = [label for label, _ in removed]
+    moved = {r.message_ids[0]: r.archive_id for r in records if r.kind == "tool_result"}
+    history = next((r.archive_id for r in records if r.kind == "history"), None)
+    archived = {**moved, **dict.fromkeys(removed_ids if history else (), history or "")}
+    return _Moves(
+        removed_ids=removed_ids,
+        moved=moved,
+        history=history,
+        archived=archived,
+        summarized=removed_ids if summary is not None else [],
+        truncated=[] if summary is not None else removed_ids,
+    )
+
+
+def _decision(
+    pol: ContextPolicy,
+    verdict: Verdict,
+    reason: str,
+    mv: _Moves,
+    *,
+    usage: float,
+    usage_before: float,
+    tokens: int,
+    tokens_before: int,
+    budget: int,
+    max_tokens: int,
+    tool_tokens: int,
+    kept: list[str],
+    pin_labels: list[str],
+    stale: list[str],
+    flagged: dict[str, tuple[str, ...]],
+    summary: BaseMessage | None,
+    records: list[ArchiveRecord],
+) -> GuardDecision:
+    """The decision record: ids, counts and usage."""
+    data: dict[str, Any] = {
+        "usage": round(usage, 4),
+        "usage_before": round(usage_before, 4),
+        "tokens": tokens,
+        "tokens_before": tokens_before,
+        "budget": budget,
+        "max_tokens": max_tokens,
+        "tool_tokens": tool_tokens,
+        "kept": len(kept),
+        "summarized": len(mv.summarized),
+        "truncated": len(mv.truncated),
+        "archived": mv.moved,
+        "history_archive_id": mv.history,
+        "flagged": {k: list(v) for k, v in flagged.items()},
+        "summary_id": summary.id if summary is not None else None,
+        "summary_source": "fallback" if summary is not None else "none",
+    }
+    return GuardDecision(
+        guard=GUARD,
+        verdict=verdict,
+        reason=reason,
+        detail=_detail(
+            usage_before,
+            usage,
+            budget,
+            summarized=len(mv.summarized),
+            truncated=len(mv.truncated),
+            archived=sum(r.kind == "tool_result" for r in records),
+            flagged=len(flagged),
+        ),
+        selected_ids=tuple(pin_labels),
+        conflicting_ids=tuple(flagged),
+        dropped_ids=(*mv.removed_ids, *stale),
+        policy=pol.label,
+        data=data,
+    )
+
+
 def decide(
     pol: ContextPolicy,
     *,
@@ -89,57 +179,35 @@ def decide(
 ) -> ContextVerdict:
     """Build the verdict and its decision record (ids, counts, usage) for ``fit_context``."""
     usage_before, usage = tokens_before / budget, tokens / budget
-    removed_ids = [label for label, _ in removed]
-    moved = {r.message_ids[0]: r.archive_id for r in records if r.kind == "tool_result"}
-    history = next((r.archive_id for r in records if r.kind == "history"), None)
-    archived = {**moved, **dict.fromkeys(removed_ids if history else (), history or "")}
-    summarized = removed_ids if summary is not None else []
-    truncated = [] if summary is not None else removed_ids
+    mv = _moves(removed, summary, records)
     verdict, reason = _classify(
         pol,
         usage,
-        removed=bool(removed_ids),
+        removed=bool(mv.removed_ids),
         summary=summary is not None,
         archived=any(r.kind == "tool_result" for r in records),
         flagged=bool(flagged),
     )
-    kept_set = set(kept)
-    data: dict[str, Any] = {
-        "usage": round(usage, 4),
-        "usage_before": round(usage_before, 4),
-        "tokens": tokens,
-        "tokens_before": tokens_before,
-        "budget": budget,
-        "max_tokens": max_tokens,
-        "tool_tokens": tool_tokens,
-        "kept": len(kept),
-        "summarized": len(summarized),
-        "truncated": len(truncated),
-        "archived": moved,
-        "history_archive_id": history,
-        "flagged": {k: list(v) for k, v in flagged.items()},
-        "summary_id": summary.id if summary is not None else None,
-        "summary_source": "fallback" if summary is not None else "none",
-    }
-    decision = GuardDecision(
-        guard=GUARD,
-        verdict=verdict,
-        reason=reason,
-        detail=_detail(
-            usage_before,
-            usage,
-            budget,
-            summarized=len(summarized),
-            truncated=len(truncated),
-            archived=sum(r.kind == "tool_result" for r in records),
-            flagged=len(flagged),
-        ),
-        selected_ids=tuple(pin_labels),
-        conflicting_ids=tuple(flagged),
-        dropped_ids=(*removed_ids, *stale),
-        policy=pol.label,
-        data=data,
+    decision = _decision(
+        pol,
+        verdict,
+        reason,
+        mv,
+        usage=usage,
+        usage_before=usage_before,
+        tokens=tokens,
+        tokens_before=tokens_before,
+        budget=budget,
+        max_tokens=max_tokens,
+        tool_tokens=tool_tokens,
+        kept=kept,
+        pin_labels=pin_labels,
+        stale=stale,
+        flagged=flagged,
+        summary=summary,
+        records=records,
     )
+    kept_set = set(kept)
     return ContextVerdict(
         verdict=verdict,
         reason=reason,
@@ -150,11 +218,11 @@ def decide(
         tokens_before=tokens_before,
         budget=budget,
         kept_ids=tuple(kept),
-        summarized_ids=tuple(summarized),
-        truncated_ids=tuple(truncated),
+        summarized_ids=tuple(mv.summarized),
+        truncated_ids=tuple(mv.truncated),
         stale_ids=tuple(stale),
         replaced_ids=tuple(r for r in replaced if r in kept_set),
-        archived=archived,
+        archived=mv.archived,
         flagged=dict(flagged),
         archives=tuple(records),
         changed=changed,

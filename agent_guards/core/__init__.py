@@ -1,5 +1,6 @@
 """The LangGraph-free vocabulary every guard shares: decisions, verdicts, the error tree,
-the guard channels, the run's clock, and the message-history scanning guards read.
+the policy base, the guard channels, the run's clock, and the message-history scanning
+guards read.
 """
 
 from agent_guards.core.clock import now_from_config
@@ -22,6 +23,7 @@ from agent_guards.core.errors import (
     LoopDetected,
     ToolFailure,
 )
+from agent_guards.core.policy import Policy, check_policy
 from agent_guards.core.state import (
     DEFAULT_LOG_SIZE,
     USAGE_COUNTERS,
@@ -46,10 +48,12 @@ __all__ = [
     "LoopDetected",
     "LoopRoute",
     "PlannerRoute",
+    "Policy",
     "RetryRoute",
     "ToolFailure",
     "Usage",
     "Verdict",
+    "check_policy",
     "keep_last",
     "merge_usage",
     "now_from_config",

@@ -27,6 +27,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.policy import is_number
 
 __all__ = [
     "from_mapping",
@@ -37,6 +38,7 @@ __all__ = [
     "to_finite",
     "to_identities",
     "to_ids",
+    "to_key",
     "version_key",
 ]
 
@@ -72,11 +74,20 @@ def to_datetime(value: Any, *, item: str | None, field: str) -> datetime | None:
     )
 
 
+def to_key(value: Any, *, item: str | None, field: str) -> str:
+    """A string that is not blank: a record's id or the key its claim is about."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(
+            f"must be a non-empty string, got {value!r}", item=item, field=field
+        )
+    return value
+
+
 def to_finite(value: Any, *, item: str | None, field: str) -> float | None:
     """A finite float (None passes); bools, NaN and infinities are rejected."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         raise InvalidInputError(f"must be a number, got {value!r}", item=item, field=field)
     number = float(value)
     if not math.isfinite(number):
@@ -88,8 +99,7 @@ def to_confidence(value: Any, *, item: str | None, field: str) -> float | None:
     """A probability in 0..1 (None passes); NaN, bools and out-of-range values are rejected."""
     if value is None:
         return None
-    ok = not isinstance(value, bool) and isinstance(value, (int, float))
-    if not ok or not (0.0 <= float(value) <= 1.0):  # NaN fails the comparison
+    if not is_number(value) or not (0.0 <= float(value) <= 1.0):  # NaN fails the comparison
         raise InvalidInputError(f"must be a number in 0..1, got {value!r}", item=item, field=field)
     return float(value)
 

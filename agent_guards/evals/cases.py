@@ -161,28 +161,61 @@ def check(case: Case, observed: Mapping[str, Any]) -> list[str]:
     """
     failures: list[str] = []
     for key, want in case.expect.items():
-        got = observed.get(key)
-        if key in _ID_SETS or (key.endswith("_ids") and key != "absent_ids"):
-            if set(map(str, want)) != set(map(str, got or ())):
-                failures.append(f"{key}: expected {sorted(want)}, got {sorted(got or ())}")
-        elif key == "absent_ids":
-            text = json.dumps(_norm(dict(observed)), ensure_ascii=False, default=str)
-            leaked = [i for i in want if f'"{i}"' in text]
-            if leaked:
-                failures.append(f"absent_ids: {leaked} appear in the output")
-        elif key == "selected_order":
-            order = [str(g) for g in observed.get("selected_ids") or ()]
-            if order != [str(w) for w in want]:
-                failures.append(f"selected_order: expected {list(want)}, got {order}")
-        elif key in _BOUNDS or key.startswith("max_"):
-            name = key[len("max_") :]
-            got = observed.get(name, observed.get(key))
-            if got is None or got > want:
-                failures.append(f"{key[len('max_') :]}: expected at most {want}, got {got!r}")
-        elif key.endswith("_in") and isinstance(want, list):
-            name = key[: -len("_in")]
-            if _norm(observed.get(name)) not in _norm(want):
-                failures.append(f"{name}: expected one of {want}, got {observed.get(name)!r}")
-        elif _norm(got) != _norm(want):
-            failures.append(f"{key}: expected {want!r}, got {got!r}")
+        failure = _check_key(key, want, observed)
+        if failure is not None:
+            failures.append(failure)
     return failures
+
+
+def _check_key(key: str, want: Any, observed: Mapping[str, Any]) -> str | None:
+    """The difference for one ``expect`` key (see :func:`check`), or None."""
+    got = observed.get(key)
+    if key in _ID_SETS or (key.endswith("_ids") and key != "absent_ids"):
+        return _check_id_set(key, want, got)
+    if key == "absent_ids":
+        return _check_absent(want, observed)
+    if key == "selected_order":
+        return _check_order(want, observed)
+    if key in _BOUNDS or key.startswith("max_"):
+        return _check_bound(key, want, observed)
+    if key.endswith("_in") and isinstance(want, list):
+        return _check_one_of(key, want, observed)
+    if _norm(got) != _norm(want):
+        return f"{key}: expected {want!r}, got {got!r}"
+    return None
+
+
+def _check_id_set(key: str, want: Any, got: Any) -> str | None:
+    if set(map(str, want)) != set(map(str, got or ())):
+        return f"{key}: expected {sorted(want)}, got {sorted(got or ())}"
+    return None
+
+
+def _check_absent(want: Any, observed: Mapping[str, Any]) -> str | None:
+    text = json.dumps(_norm(dict(observed)), ensure_ascii=False, default=str)
+    leaked = [i for i in want if f'"{i}"' in text]
+    if leaked:
+        return f"absent_ids: {leaked} appear in the output"
+    return None
+
+
+def _check_order(want: Any, observed: Mapping[str, Any]) -> str | None:
+    order = [str(g) for g in observed.get("selected_ids") or ()]
+    if order != [str(w) for w in want]:
+        return f"selected_order: expected {list(want)}, got {order}"
+    return None
+
+
+def _check_bound(key: str, want: Any, observed: Mapping[str, Any]) -> str | None:
+    name = key[len("max_") :]
+    got = observed.get(name, observed.get(key))
+    if got is None or got > want:
+        return f"{key[len('max_') :]}: expected at most {want}, got {got!r}"
+    return None
+
+
+def _check_one_of(key: str, want: list[Any], observed: Mapping[str, Any]) -> str | None:
+    name = key[: -len("_in")]
+    if _norm(observed.get(name)) not in _norm(want):
+        return f"{name}: expected one of {want}, got {observed.get(name)!r}"
+    return None

@@ -31,7 +31,7 @@ from typing import Any
 
 from agent_guards.evals.cases import SHIPPED_SLICES, load_cases, shipped_case_files
 from agent_guards.evals.policies import EvalPolicies
-from agent_guards.evals.runner import EvalRun, diff_runs, regressions, run_cases
+from agent_guards.evals.runner import CaseChange, EvalRun, diff_runs, regressions, run_cases
 
 __all__ = ["configure", "main", "run"]
 
@@ -51,6 +51,13 @@ _COLUMNS = (
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the ``eval`` options to ``parser``."""
+    _add_run_options(parser)
+    _add_thread_options(parser)
+    _add_ramdocs_options(parser)
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """Options of the default mode: which cases, where to save, what to compare with."""
     parser.add_argument(
         "--slice",
         action="append",
@@ -80,6 +87,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="run under these EvalPolicies (e.g. mypkg.evalconf:POLICIES)",
     )
     parser.add_argument("--quiet", action="store_true", help="print only the summary line")
+
+
+def _add_thread_options(parser: argparse.ArgumentParser) -> None:
+    """Options of ``--from-thread``: draft regression cases from a recorded thread."""
     parser.add_argument(
         "--from-thread", metavar="THREAD", help="draft cases from a recorded thread"
     )
@@ -98,6 +109,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="slice name of the drafted cases",
     )
+
+
+def _add_ramdocs_options(parser: argparse.ArgumentParser) -> None:
+    """Options of ``--ramdocs``: the RAMDocs replay."""
     parser.add_argument(
         "--ramdocs",
         nargs="?",
@@ -166,6 +181,45 @@ def _select(args: argparse.Namespace) -> list[Any]:
     return cases
 
 
+def _json_report(
+    run_: EvalRun,
+    baseline: EvalRun | None,
+    changes: list[CaseChange],
+    broke: list[CaseChange],
+    status: int,
+) -> dict[str, Any]:
+    out = run_.to_dict() | {"slices": run_.by_slice(), "exit_status": status}
+    if baseline:
+        out["changes"] = [vars(c) | {"failures": list(c.failures)} for c in changes]
+        out["regressions"] = [c.case_id for c in broke]
+    return out
+
+
+def _print_baseline(
+    args: argparse.Namespace, run_: EvalRun, baseline: EvalRun, changes: list[CaseChange]
+) -> None:
+    """Policy versions that changed, then the case-by-case changes against the baseline."""
+    for guard, label in sorted(run_.policies.items()):
+        if baseline.policies.get(guard, label) != label:
+            print(f"policy changed: {guard} {baseline.policies[guard]} -> {label}")
+    print(f"changes against {args.baseline}:" if changes else "no changes against the baseline")
+    for change in changes:
+        print(f"  {change}")
+
+
+def _print_details(
+    args: argparse.Namespace, run_: EvalRun, baseline: EvalRun | None, changes: list[CaseChange]
+) -> None:
+    """The metrics table, the failing cases, and the changes against the baseline."""
+    print(format_table(run_))
+    shown = {c.case_id for c in changes}
+    for r in run_.failed:
+        if r.case_id not in shown:  # the changes below show the others
+            print(f"FAIL {r.slice}/{r.case_id}: {'; '.join(r.failures)}")
+    if baseline:
+        _print_baseline(args, run_, baseline, changes)
+
+
 def _eval(args: argparse.Namespace) -> int:
     cases = _select(args)
     baseline = EvalRun.load(args.baseline) if args.baseline else None
@@ -178,10 +232,7 @@ def _eval(args: argparse.Namespace) -> int:
     broke = regressions(changes)
     status = int(bool(broke)) if baseline else int(bool(run_.failed))
     if args.json:
-        out = run_.to_dict() | {"slices": run_.by_slice(), "exit_status": status}
-        if baseline:
-            out["changes"] = [vars(c) | {"failures": list(c.failures)} for c in changes]
-            out["regressions"] = [c.case_id for c in broke]
+        out = _json_report(run_, baseline, changes, broke, status)
         print(json.dumps(out, ensure_ascii=False, indent=1, default=str))
         return status
     summary = (
@@ -189,22 +240,7 @@ def _eval(args: argparse.Namespace) -> int:
         f"{run_.seconds:.2f}s, policies: {', '.join(sorted(set(run_.policies.values())))}"
     )
     if not args.quiet:
-        print(format_table(run_))
-        shown = {c.case_id for c in changes}
-        for r in run_.failed:
-            if r.case_id not in shown:  # the changes below show the others
-                print(f"FAIL {r.slice}/{r.case_id}: {'; '.join(r.failures)}")
-        if baseline:
-            for guard, label in sorted(run_.policies.items()):
-                if baseline.policies.get(guard, label) != label:
-                    print(f"policy changed: {guard} {baseline.policies[guard]} -> {label}")
-            print(
-                f"changes against {args.baseline}:"
-                if changes
-                else "no changes against the baseline"
-            )
-            for change in changes:
-                print(f"  {change}")
+        _print_details(args, run_, baseline, changes)
     print(summary)
     if baseline:
         verdict = f"FAILED: {len(broke)} case(s) passed before and fail now" if broke else "passed"

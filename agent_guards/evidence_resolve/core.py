@@ -121,15 +121,27 @@ def resolve_evidence(
         >>> v.value, v.reason, v.selected_ids, v.conflicting_ids
         ('bob', 'source_credibility', ('hr',), ('wiki',))
     """
-    policy = policy if policy is not None else EvidencePolicy()
-    if not isinstance(policy, EvidencePolicy):
-        raise TypeError(f"policy must be an EvidencePolicy, got {type(policy).__name__}")
+    policy = EvidencePolicy.coerce(policy)
     identities = to_identities(principal)
     when = to_datetime(as_of, item=None, field="as_of")
     want_entity = _query_text(entity, "entity")
     want_basis = _query_text(basis, "basis")
     want_claim = _query_text(claim_key, "claim_key")
 
+    visible = _visible_items(items, identities)
+    dropped, live = _filter_items(
+        visible,
+        policy=policy,
+        as_of=when,
+        entity=want_entity,
+        basis=want_basis,
+        claim=want_claim,
+    )
+    return _arbitrate(policy, visible, live, dropped)
+
+
+def _visible_items(items: Iterable[Any], identities: frozenset[str]) -> dict[str, Evidence]:
+    """The items the caller may see, by id; an invisible item is never even validated."""
     visible: dict[str, Evidence] = {}
     for raw in items:
         if not _visible(raw, identities):
@@ -140,21 +152,39 @@ def resolve_evidence(
         if item.id in visible:
             raise InvalidInputError("duplicate id", item=item.id, field="id")
         visible[item.id] = item
+    return visible
+
+
+def _filter_items(
+    visible: Mapping[str, Evidence],
+    *,
+    policy: EvidencePolicy,
+    as_of: Any,
+    entity: str | None,
+    basis: str | None,
+    claim: str | None,
+) -> tuple[dict[str, str], list[Evidence]]:
+    """Split the visible items, in id order, into dropped (id -> reason) and live ones."""
     dropped: dict[str, str] = {}
     live: list[Evidence] = []
     for item in sorted(visible.values(), key=lambda e: e.id):
         reason = _drop_reason(
-            item,
-            policy=policy,
-            as_of=when,
-            entity=want_entity,
-            basis=want_basis,
-            claim=want_claim,
+            item, policy=policy, as_of=as_of, entity=entity, basis=basis, claim=claim
         )
         if reason:
             dropped[item.id] = reason
         else:
             live.append(item)
+    return dropped, live
+
+
+def _arbitrate(
+    policy: EvidencePolicy,
+    visible: Mapping[str, Evidence],
+    live: list[Evidence],
+    dropped: dict[str, str],
+) -> EvidenceVerdict:
+    """Arbitrate the live items claim by claim and combine the outcomes into one verdict."""
     arbiter = Arbiter(policy)
     if not visible:
         outcome = Outcome(Verdict.ABSTAIN, "no_evidence", detail="No evidence was retrieved.")

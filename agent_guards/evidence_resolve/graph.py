@@ -145,9 +145,7 @@ def create_evidence_resolve(
         >>> node.invoke({"evidence": docs})["evidence_verdict"].value
         '80w'
     """
-    policy = policy if policy is not None else EvidencePolicy()
-    if not isinstance(policy, EvidencePolicy):
-        raise TypeError(f"policy must be an EvidencePolicy, got {type(policy).__name__}")
+    policy = EvidencePolicy.coerce(policy)
     for option, value in (
         ("evidence_key", evidence_key),
         ("query_key", query_key),

@@ -20,7 +20,14 @@ from typing import Any
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.fields import from_mapping, to_confidence, to_datetime, to_finite, to_ids
+from agent_guards.core.fields import (
+    from_mapping,
+    to_confidence,
+    to_datetime,
+    to_finite,
+    to_ids,
+    to_key,
+)
 
 __all__ = ["EVIDENCE_STATUSES", "ClaimVerdict", "Evidence", "EvidenceVerdict"]
 
@@ -105,13 +112,8 @@ class Evidence:
     """Markers set by other guards (``"injection"``); see ``EvidencePolicy.disqualifying_flags``."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id.strip():
-            raise InvalidInputError(f"must be a non-empty string, got {self.id!r}", field="id")
-        item = self.id
-        if not isinstance(self.claim_key, str) or not self.claim_key.strip():
-            raise InvalidInputError(
-                f"must be a non-empty string, got {self.claim_key!r}", item=item, field="claim_key"
-            )
+        item = to_key(self.id, item=None, field="id")
+        to_key(self.claim_key, item=item, field="claim_key")
         bad_float = isinstance(self.value, float) and not math.isfinite(self.value)
         if not isinstance(self.value, (str, int, float)) or bad_float:
             raise InvalidInputError(

@@ -9,12 +9,11 @@ Example:
     >>> EvidencePolicy(close_confidence=2)
     Traceback (most recent call last):
     ...
-    ValueError: close_confidence must be in 0..1, got 2
+    ValueError: EvidencePolicy.close_confidence must be in 0..1, got 2
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -22,6 +21,13 @@ from types import MappingProxyType
 from typing import Any
 
 from agent_guards.core.fields import normalize_value
+from agent_guards.core.policy import (
+    Policy,
+    check_bool,
+    check_duration,
+    check_number,
+    check_ratio,
+)
 
 __all__ = ["DEFAULT_SOURCE_WEIGHTS", "EvidencePolicy"]
 
@@ -30,21 +36,14 @@ DEFAULT_SOURCE_WEIGHTS: Mapping[str, float] = MappingProxyType(
 )
 
 
-def _days(value: Any) -> float:
-    if isinstance(value, timedelta):
-        return value.total_seconds() / 86400
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"close_days must be a number of days or a timedelta, got {value!r}")
-    return float(value)
-
-
 @dataclass(frozen=True, kw_only=True)
-class EvidencePolicy:
+class EvidencePolicy(Policy):
     """How ``resolve_evidence`` arbitrates. Frozen; vary it with ``dataclasses.replace``.
 
     Raises:
-        ValueError: A field is out of range (the message names the field and value).
-        TypeError: A field has the wrong type.
+        ValueError: A weight, ratio or window is out of range, e.g.
+            ``EvidencePolicy.close_days must be days >= 0 or a timedelta, got -1``.
+        TypeError: A field has the wrong type (a number's wrong type is also a ValueError).
 
     Example:
         >>> from agent_guards import Evidence, EvidencePolicy, resolve_evidence
@@ -86,43 +85,25 @@ class EvidencePolicy:
         for key, weight in weights.items():
             if not isinstance(key, str) or not key:
                 raise ValueError(f"source_weights keys must be non-empty strings, got {key!r}")
-            number = _finite("source_weights[" + repr(key) + "]", weight)
-            if number < 0:
-                raise ValueError(f"source_weights[{key!r}] must be >= 0, got {weight!r}")
+            check_number(f"EvidencePolicy.source_weights[{key!r}]", weight, minimum=0)
         object.__setattr__(self, "source_weights", MappingProxyType(dict(weights)))
-        if _finite("unknown_source_weight", self.unknown_source_weight) < 0:
-            raise ValueError(
-                f"unknown_source_weight must be >= 0, got {self.unknown_source_weight}"
-            )
-        _finite("min_relevance", self.min_relevance)
-        conf = _finite("close_confidence", self.close_confidence)
-        if not 0 <= conf <= 1:
-            raise ValueError(f"close_confidence must be in 0..1, got {self.close_confidence!r}")
-        days = _days(self.close_days)
-        if not math.isfinite(days) or days < 0:
-            raise ValueError(f"close_days must be >= 0 days, got {self.close_days!r}")
-        if not isinstance(self.high_risk, bool):
-            raise TypeError(f"high_risk must be a bool, got {self.high_risk!r}")
+        check_number("EvidencePolicy.unknown_source_weight", self.unknown_source_weight, minimum=0)
+        check_number("EvidencePolicy.min_relevance", self.min_relevance)
+        check_ratio("EvidencePolicy.close_confidence", self.close_confidence, zero=True)
+        check_duration("EvidencePolicy.close_days", self.close_days, unit="days")
+        check_bool("EvidencePolicy.high_risk", self.high_risk)
         flags = self.disqualifying_flags
         if isinstance(flags, str) or not all(isinstance(f, str) and f for f in flags):
             raise TypeError(f"disqualifying_flags must be a set of strings, got {flags!r}")
         object.__setattr__(self, "disqualifying_flags", frozenset(flags))
         if self.normalizer is not None and not callable(self.normalizer):
             raise TypeError(f"normalizer must be callable, got {self.normalizer!r}")
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name must be a non-empty string, got {self.name!r}")
-        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
-            raise ValueError(f"version must be an int >= 1, got {self.version!r}")
-
-    @property
-    def label(self) -> str:
-        """``name@version``, as recorded in decisions."""
-        return f"{self.name}@{self.version}"
+        self.check_label()
 
     @property
     def close_window_days(self) -> float:
         """``close_days`` as a float number of days."""
-        return _days(self.close_days)
+        return check_duration("EvidencePolicy.close_days", self.close_days, unit="days")
 
     def weight(self, source_type: str | None) -> float:
         """The credibility weight of ``source_type``."""
@@ -133,11 +114,3 @@ class EvidencePolicy:
     def normalize(self, value: Any) -> str:
         """The comparison key of ``value`` under this policy."""
         return (self.normalizer or normalize_value)(value)
-
-
-def _finite(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(float(value)):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return float(value)

@@ -219,9 +219,7 @@ def detect_loop(messages: Sequence[Any], *, policy: LoopPolicy | None = None) ->
         >>> detect_loop(history).reason, detect_loop(history).data["count"]
         ('repeated_call', 3)
     """
-    policy = _default_policy() if policy is None else policy
-    if not isinstance(policy, LoopPolicy):
-        raise TypeError(f"policy must be a LoopPolicy, got {type(policy).__name__}")
+    policy = LoopPolicy.coerce(policy, default=_default_policy())
     actions = scan_actions(messages, policy.scan_options())
     found: list[tuple[Verdict, Finding]] = []
     for pattern in PATTERNS:

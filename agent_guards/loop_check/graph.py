@@ -93,10 +93,7 @@ class LoopState(GuardState, total=False):
 
 
 def _check(policy: LoopPolicy | None) -> LoopPolicy:
-    policy = LoopPolicy() if policy is None else policy
-    if not isinstance(policy, LoopPolicy):
-        raise TypeError(f"policy must be a LoopPolicy, got {type(policy).__name__}")
-    return policy
+    return LoopPolicy.coerce(policy)
 
 
 def _decide(state: Any, config: RunnableConfig, policy: LoopPolicy, key: str) -> GuardDecision:

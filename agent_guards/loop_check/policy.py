@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from agent_guards.core.errors import check_choice
 from agent_guards.core.history import ScanOptions
+from agent_guards.core.policy import Policy, check_int, check_ratio
 from agent_guards.core.signatures import (
     DEFAULT_GUARD_NAMES,
     DEFAULT_IGNORED_ARG_KEYS,
@@ -25,12 +26,6 @@ PATTERNS: tuple[str, ...] = ("cycle", "repeated_call", "no_progress", "repeated_
 """The loop patterns, in tie-break order (``repeated_call`` also reports ``repeated_failure``)."""
 
 
-def _int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"LoopPolicy.{name} must be an int >= {minimum}, got {value!r}")
-    return value
-
-
 def _names(name: str, value: Any) -> frozenset[str]:
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise TypeError(f"LoopPolicy.{name} must be a set of strings, got {value!r}")
@@ -42,7 +37,7 @@ def _names(name: str, value: Any) -> frozenset[str]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class LoopPolicy:
+class LoopPolicy(Policy):
     """When loop_check nudges and stops, and what counts as the same action.
 
     Counts are *occurrences*: with the defaults the 2nd identical call gets a nudge (and is
@@ -99,21 +94,21 @@ class LoopPolicy:
     """Policy version recorded in decisions (``LoopPolicy@1``)."""
 
     def __post_init__(self) -> None:
-        stop = _int("stop_at", self.stop_at, 2)
-        if self.nudge_at is not None and _int("nudge_at", self.nudge_at, 1) >= stop:
+        stop = check_int("LoopPolicy.stop_at", self.stop_at, minimum=2)
+        if (
+            self.nudge_at is not None
+            and check_int("LoopPolicy.nudge_at", self.nudge_at, minimum=1) >= stop
+        ):
             raise ValueError(
                 f"LoopPolicy.nudge_at must be < stop_at ({stop}), got {self.nudge_at}; "
                 "use None to disable nudges"
             )
         check_choice("LoopPolicy.on_stop", self.on_stop, ("stop", "escalate"))
         check_choice("LoopPolicy.mode", self.mode, ("interactive", "headless"))
-        _int("window", self.window, 2)
-        _int("max_cycle", self.max_cycle, 2)
-        _int("no_progress_min_chars", self.no_progress_min_chars, 0)
-        _int("version", self.version, 1)
-        ratio = self.text_similarity
-        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
-            raise ValueError(f"LoopPolicy.text_similarity must be in (0, 1], got {ratio!r}")
+        check_int("LoopPolicy.window", self.window, minimum=2)
+        check_int("LoopPolicy.max_cycle", self.max_cycle, minimum=2)
+        check_int("LoopPolicy.no_progress_min_chars", self.no_progress_min_chars, minimum=0)
+        check_ratio("LoopPolicy.text_similarity", self.text_similarity)
         for name in (
             "patterns",
             "scope_keys",
@@ -142,13 +137,7 @@ class LoopPolicy:
         if not all(callable(f) for f in self.normalizers):
             raise TypeError(f"LoopPolicy.normalizers must be callables, got {self.normalizers!r}")
         object.__setattr__(self, "normalizers", tuple(self.normalizers))
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"LoopPolicy.name must be a non-empty string, got {self.name!r}")
-
-    @property
-    def label(self) -> str:
-        """``"LoopPolicy@1"``: what decisions record."""
-        return f"{self.name}@{self.version}"
+        self.check_label()
 
     def limits(self, pattern: str) -> tuple[int | None, int]:
         """``(nudge_at, stop_at)`` for one pattern."""

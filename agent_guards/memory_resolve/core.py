@@ -96,9 +96,7 @@ def resolve_memory(
         >>> v.facts, v.expired_ids, v.excluded
         ({'report_format': 'pdf'}, ('m1',), {'m2': 'out_of_scope'})
     """
-    policy = policy if policy is not None else MemoryPolicy()
-    if not isinstance(policy, MemoryPolicy):
-        raise TypeError(f"policy must be a MemoryPolicy, got {type(policy).__name__}")
+    policy = MemoryPolicy.coerce(policy)
     clock = to_datetime(now, item=None, field="now")
     if clock is None:
         raise InvalidInputError("is required (the run's clock)", field="now")
@@ -140,31 +138,43 @@ class _Run:
 
     def classify(self) -> dict[str, list[MemoryRecord]]:
         """Set aside what can never be injected; the rest by key."""
+        self._link_supersedes()
+        by_key: dict[str, list[MemoryRecord]] = defaultdict(list)
+        for r in self.ordered:
+            aside = self._set_aside(r)
+            if aside is None:
+                by_key[normalize_text(r.key)].append(r)
+            else:
+                bucket, reason = aside
+                bucket[r.id] = reason
+        return by_key
+
+    def _link_supersedes(self) -> None:
+        """Record, for each superseded id, the first live record that supersedes it."""
         for r in self.ordered:
             if r.status in ("active", "superseded", "expired"):
                 for old in r.supersedes:
                     if old != r.id:
                         self.superseded_by.setdefault(old, r.id)
-        by_key: dict[str, list[MemoryRecord]] = defaultdict(list)
-        for r in self.ordered:
-            until = r.until
-            if r.status == "deleted":
-                self.excluded[r.id] = "deleted"
-            elif not self.in_scope(r):
-                self.excluded[r.id] = "out_of_scope"
-            elif r.status == "superseded":
-                self.superseded[r.id] = "superseded"
-            elif r.id in self.superseded_by:
-                self.superseded[r.id] = f"superseded_by:{self.superseded_by[r.id]}"
-            elif r.status == "expired" or (until is not None and until < self.clock):
-                self.expired[r.id] = "expired"
-            elif r.status == "pending":
-                self.excluded[r.id] = "pending"
-            elif r.source == "inferred" and not self.policy.inject_inferred:
-                self.excluded[r.id] = "unconfirmed_inferred"
-            else:
-                by_key[normalize_text(r.key)].append(r)
-        return by_key
+
+    def _set_aside(self, r: MemoryRecord) -> tuple[dict[str, str], str] | None:
+        """Where ``r`` goes if it can never be injected (the map and the reason), else None."""
+        until = r.until
+        if r.status == "deleted":
+            return self.excluded, "deleted"
+        if not self.in_scope(r):
+            return self.excluded, "out_of_scope"
+        if r.status == "superseded":
+            return self.superseded, "superseded"
+        if r.id in self.superseded_by:
+            return self.superseded, f"superseded_by:{self.superseded_by[r.id]}"
+        if r.status == "expired" or (until is not None and until < self.clock):
+            return self.expired, "expired"
+        if r.status == "pending":
+            return self.excluded, "pending"
+        if r.source == "inferred" and not self.policy.inject_inferred:
+            return self.excluded, "unconfirmed_inferred"
+        return None
 
     def _winner(self, cands: list[MemoryRecord]) -> MemoryRecord | None:
         ranks = self.policy.source_ranks

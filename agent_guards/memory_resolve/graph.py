@@ -226,9 +226,7 @@ def create_memory_resolve(
         >>> out["memory_verdict"].facts, [(r.id, r.status) for r in load_memories(store, ns)]
         ({'report_format': 'markdown'}, [('m1', 'superseded'), ('t1', 'active')])
     """
-    policy = policy if policy is not None else MemoryPolicy()
-    if not isinstance(policy, MemoryPolicy):
-        raise TypeError(f"policy must be a MemoryPolicy, got {type(policy).__name__}")
+    policy = MemoryPolicy.coerce(policy)
     for option, value in (
         ("principal_key", principal_key),
         ("facts_key", facts_key),

@@ -26,6 +26,7 @@ from agent_guards.core.fields import (
     to_confidence,
     to_datetime,
     to_ids,
+    to_key,
 )
 
 __all__ = [
@@ -119,13 +120,8 @@ class MemoryRecord:
     """The user asked to keep this beyond the current run (``"from now on ..."``)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id.strip():
-            raise InvalidInputError(f"must be a non-empty string, got {self.id!r}", field="id")
-        item = self.id
-        if not isinstance(self.key, str) or not self.key.strip():
-            raise InvalidInputError(
-                f"must be a non-empty string, got {self.key!r}", item=item, field="key"
-            )
+        item = to_key(self.id, item=None, field="id")
+        to_key(self.key, item=item, field="key")
         if not _json_like(self.value):
             raise InvalidInputError(
                 f"must be a JSON-like value, got {self.value!r}", item=item, field="value"

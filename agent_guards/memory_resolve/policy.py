@@ -12,18 +12,20 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from agent_guards.core.errors import check_choice
+from agent_guards.core.policy import Policy, check_bool, check_int
 from agent_guards.memory_resolve.model import DEFAULT_SOURCE_RANKS, MEMORY_SOURCES, WriteBack
 
 __all__ = ["MemoryPolicy"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class MemoryPolicy:
+class MemoryPolicy(Policy):
     """How ``resolve_memory`` ranks and writes back. Frozen; vary it with ``replace``.
 
     Raises:
-        ValueError: A field is out of range (the message names the field and value).
-        TypeError: A field has the wrong type.
+        ValueError: ``source_ranks`` does not rank exactly the known sources, or
+            ``write_back``, ``name`` or ``version`` is not allowed.
+        TypeError: A rank is not an int, or a flag is not a bool.
 
     Example:
         >>> from agent_guards import MemoryPolicy, MemoryRecord, resolve_memory
@@ -61,19 +63,9 @@ class MemoryPolicy:
                 f"missing {missing}, unknown {unknown}"
             )
         for source, rank in ranks.items():
-            if isinstance(rank, bool) or not isinstance(rank, int):
-                raise TypeError(f"source_ranks[{source!r}] must be an int, got {rank!r}")
+            check_int(f"MemoryPolicy.source_ranks[{source!r}]", rank)
         object.__setattr__(self, "source_ranks", MappingProxyType(dict(ranks)))
         for name in ("inject_inferred", "keep_history"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+            check_bool(f"MemoryPolicy.{name}", getattr(self, name))
         check_choice("write_back", self.write_back, ("never", "when_asked", "always"))
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name must be a non-empty string, got {self.name!r}")
-        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
-            raise ValueError(f"version must be an int >= 1, got {self.version!r}")
-
-    @property
-    def label(self) -> str:
-        """``name@version``, as recorded in decisions."""
-        return f"{self.name}@{self.version}"
+        self.check_label()

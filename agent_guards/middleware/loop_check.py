@@ -50,9 +50,7 @@ class LoopGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         self, *, policy: LoopPolicy | None = None, exit_behavior: Literal["end", "error"] = "end"
     ) -> None:
         super().__init__()
-        policy = LoopPolicy() if policy is None else policy
-        if not isinstance(policy, LoopPolicy):
-            raise TypeError(f"policy must be a LoopPolicy, got {type(policy).__name__}")
+        policy = LoopPolicy.coerce(policy)
         self.policy = policy
         self.exit_behavior = check_choice("exit_behavior", exit_behavior, ("end", "error"))
         self._guard = ToolCallGuard(loop=policy, retry=None, count_usage=False)

@@ -60,9 +60,7 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         count_usage: bool = True,
     ) -> None:
         super().__init__()
-        policy = RetryRouterPolicy() if policy is None else policy
-        if not isinstance(policy, RetryRouterPolicy):
-            raise TypeError(f"policy must be a RetryRouterPolicy, got {type(policy).__name__}")
+        policy = RetryRouterPolicy.coerce(policy)
         self.policy = policy
         self._guard = ToolCallGuard(
             loop=None,

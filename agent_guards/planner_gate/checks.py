@@ -5,10 +5,12 @@ Each raises :class:`~agent_guards.core.errors.InvalidInputError` naming the item
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.policy import duration_of, is_int
 
 
 def _enum(cls: type[Any], value: Any, *, item: str, name: str) -> Any:
@@ -46,7 +48,22 @@ def _text(value: Any, *, item: str, name: str, optional: bool = False) -> Any:
     return value
 
 
-def _count(value: Any, *, item: str | None, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInputError(f"must be an int >= 0, got {value!r}", item=item, field=name)
-    return value
+def _count(value: Any, *, item: str | None, name: str, minimum: int = 0) -> int:
+    if not is_int(value, minimum):
+        raise InvalidInputError(
+            f"must be an int >= {minimum}, got {value!r}", item=item, field=name
+        )
+    checked: int = value
+    return checked
+
+
+def _duration(value: Any, *, item: str, name: str) -> float | None:
+    """Seconds > 0 from a number or a timedelta; None passes."""
+    if value is None:
+        return None
+    seconds = duration_of(value)
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidInputError(
+            f"must be seconds > 0 or None, got {value!r}", item=item, field=name
+        )
+    return seconds

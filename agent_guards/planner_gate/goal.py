@@ -1,4 +1,4 @@
-"""The goal layer (seed 002): intent plus structured constraints, and what is missing (pure).
+"""The goal layer: intent plus structured constraints, and what is missing (pure).
 
 Example:
     >>> goal = Goal("compare", {"region": "杭州"}, required=("region", "period"))
@@ -33,7 +33,7 @@ def _missing(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Goal:
-    """The goal layer (seed 002): the intent plus structured constraints.
+    """The goal layer, above the plan: the intent plus structured constraints.
 
     A constraint the user did not give stays missing: nothing fills it in silently.
 

@@ -18,7 +18,7 @@ from langgraph.constants import END
 from langgraph.graph import StateGraph
 from langgraph.types import Command, Overwrite
 
-from agent_guards.core.decision import PlannerRoute, Verdict
+from agent_guards.core.decision import GuardDecision, PlannerRoute, Verdict
 from agent_guards.core.errors import InvalidInputError, check_choice
 from agent_guards.core.state import GuardState
 from agent_guards.graph import guarded, invalid_input, runnable, stamp, state_value
@@ -126,6 +126,85 @@ def _check_destinations(destinations: Mapping[str, str] | None) -> dict[str, str
     return out
 
 
+def _check_policy(policy: PlannerPolicy | None) -> PlannerPolicy:
+    return PlannerPolicy.coerce(policy, default=DEFAULT_POLICY)
+
+
+def _check_risk(approval_risk: RiskLevel | str | None) -> RiskLevel | None:
+    if approval_risk is None:
+        return None
+    levels = [r.value for r in RiskLevel]
+    return RiskLevel(check_choice("approval_risk", str(approval_risk), levels))
+
+
+def _check_names(**names: str) -> None:
+    for key, value in names.items():
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{key} must be a non-empty string, got {value!r}")
+
+
+def _mark_newest(
+    versions: Sequence[PlanVersion],
+    decision: GuardDecision,
+    executed: int,
+    observed: int,
+    *,
+    count_replans: bool,
+) -> tuple[dict[int, PlanVersion], set[int], dict[str, Any]]:
+    """Mark a proposed newest version accepted or rejected and reset the counters.
+
+    Returns every version by number, the numbers changed, and the state update so far.
+    """
+    update: dict[str, Any] = {}
+    written: dict[int, PlanVersion] = {v.version: v for v in versions}
+    changed: set[int] = set()
+    new = versions[-1]
+    if new.status is PlanStatus.PROPOSED:
+        accepted = decision.selected_ids[:1] == (new.id,)
+        status = PlanStatus.ACCEPTED if accepted else PlanStatus.REJECTED
+        written[new.version] = replace(
+            new, status=status, executed_steps=executed, observations=observed
+        )
+        changed.add(new.version)
+        update[EXECUTED_KEY], update[OBSERVED_KEY] = Overwrite(0), Overwrite(0)
+        if count_replans and decision.verdict is Verdict.REPLAN:
+            update["usage"] = {"replans": 1}
+    return written, changed, update
+
+
+def _ask_approval(
+    decision: GuardDecision,
+    written: Mapping[int, PlanVersion],
+    *,
+    risk: RiskLevel | None,
+    pol: PlannerPolicy,
+    on_rejected: str,
+) -> tuple[int, PlanVersion, GuardDecision] | None:
+    """Ask a human about the chosen plan's next step if its risk needs it.
+
+    Returns the version number, the plan with the answer recorded and the answer's
+    decision, or None when no approval is needed.
+    """
+    chosen = decision.data.get("version")
+    if risk is None or decision.verdict not in (Verdict.EXECUTE, Verdict.REPLAN) or not chosen:
+        return None
+    plan = written[chosen]
+    step = next_step(plan)
+    if step is None or not needs_approval(step, risk):
+        return None
+    answer = request_approval(step, version=plan.version)
+    marked, answered = _after_approval(
+        plan,
+        step,
+        answer,
+        then=decision.verdict,
+        policy=pol.label,
+        guard=GUARD,
+        on_rejected=on_rejected,
+    )
+    return chosen, marked, answered
+
+
 def create_planner_gate(
     *,
     policy: PlannerPolicy | None = None,
@@ -163,19 +242,12 @@ def create_planner_gate(
         >>> cmd.goto, cmd.update["plans"][0].status.value, cmd.update["guard_log"][0].reason
         ('run', 'accepted', 'initial_plan')
     """
-    pol = DEFAULT_POLICY if policy is None else policy
-    if not isinstance(pol, PlannerPolicy):
-        raise TypeError(f"policy must be a PlannerPolicy, got {type(pol).__name__}")
+    pol = _check_policy(policy)
     dest = _check_destinations(destinations)
-    risk: RiskLevel | None = None
-    if approval_risk is not None:
-        levels = [r.value for r in RiskLevel]
-        risk = RiskLevel(check_choice("approval_risk", str(approval_risk), levels))
+    risk = _check_risk(approval_risk)
     check_choice("on_rejected", on_rejected, ["stop", "clarify", "escalate"])
     tool_names = None if tools is None else frozenset(str(t) for t in tools)
-    for key, value in (("name", name), ("plans_key", plans_key), ("goal_key", goal_key)):
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"{key} must be a non-empty string, got {value!r}")
+    _check_names(name=name, plans_key=plans_key, goal_key=goal_key)
 
     def decide(state: Any, config: RunnableConfig) -> Command[Any]:
         versions = _coerce(state_value(state, plans_key) or [])
@@ -191,40 +263,17 @@ def create_planner_gate(
             goal=state_value(state, goal_key),
             tools=tool_names,
         )
-        update: dict[str, Any] = {}
-        written: dict[int, PlanVersion] = {v.version: v for v in versions}
-        changed: set[int] = set()
-        new = versions[-1]
-        if new.status is PlanStatus.PROPOSED:
-            accepted = decision.selected_ids[:1] == (new.id,)
-            status = PlanStatus.ACCEPTED if accepted else PlanStatus.REJECTED
-            written[new.version] = replace(
-                new, status=status, executed_steps=executed, observations=observed
-            )
-            changed.add(new.version)
-            update[EXECUTED_KEY], update[OBSERVED_KEY] = Overwrite(0), Overwrite(0)
-            if count_replans and decision.verdict is Verdict.REPLAN:
-                update["usage"] = {"replans": 1}
+        written, changed, update = _mark_newest(
+            versions, decision, executed, observed, count_replans=count_replans
+        )
         decisions = [stamp(decision, config)]
         route = decision.verdict.value
-        chosen = decision.data.get("version")
-        if risk is not None and decision.verdict in (Verdict.EXECUTE, Verdict.REPLAN) and chosen:
-            plan = written[chosen]
-            step = next_step(plan)
-            if step is not None and needs_approval(step, risk):
-                answer = request_approval(step, version=plan.version)
-                written[chosen], answered = _after_approval(
-                    plan,
-                    step,
-                    answer,
-                    then=decision.verdict,
-                    policy=pol.label,
-                    guard=GUARD,
-                    on_rejected=on_rejected,
-                )
-                changed.add(chosen)
-                decisions.append(stamp(answered, config))
-                route = answered.verdict.value
+        asked = _ask_approval(decision, written, risk=risk, pol=pol, on_rejected=on_rejected)
+        if asked is not None:
+            chosen, written[chosen], answered = asked
+            changed.add(chosen)
+            decisions.append(stamp(answered, config))
+            route = answered.verdict.value
         if changed:
             update[plans_key] = [written[v] for v in sorted(changed)]
         update["guard_log"] = decisions

@@ -1,7 +1,7 @@
 """Plan records: steps and versions as immutable, serializable values (pure).
 
-Seed 003 keeps a plan as a structured record, not prose: versions with a trigger and a
-parent, steps with a status, a completion condition and the evidence ids they produced.
+A plan is kept as a structured record, not prose: versions with a trigger and a parent,
+steps with a status, a completion condition and the evidence ids they produced.
 Every value here is a frozen dataclass or an enum reachable from ``PlanState``, so it
 round-trips through any checkpointer with ``LANGGRAPH_STRICT_MSGPACK=true``. Changing a
 step returns a new :class:`PlanVersion` (see ``_plan_ops``); nothing is mutated in place.
@@ -21,16 +21,14 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from datetime import timedelta
 from typing import Any
 
 from agent_guards.core.decision import StrEnum
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import from_mapping
-from agent_guards.planner_gate.checks import _count, _enum, _strs, _text
+from agent_guards.planner_gate.checks import _count, _duration, _enum, _strs, _text
 
 __all__ = [
     "FINISHED",
@@ -119,7 +117,10 @@ class PlanStatus(StrEnum):
 
 @dataclass(frozen=True)
 class PlanStep:
-    """One step of a plan, with the metadata seed 002 asks the strategy layer for.
+    """One step of a plan, with what the executor needs to run it safely.
+
+    Besides the tool and its arguments: dependencies, risk, a time limit, a fallback, a
+    completion condition and the evidence the step produced.
 
     Attributes:
         id: Unique within its version; dependencies refer to it.
@@ -138,6 +139,7 @@ class PlanStep:
         approved: Human approval of a risky step: None (not asked), True or False.
 
     Example:
+        >>> from datetime import timedelta
         >>> step = PlanStep("s1", "search rates", tool="search", args={"q": "rates"},
         ...                 risk="medium", timeout_s=timedelta(seconds=30))
         >>> step.status.value, step.risk.value, step.timeout_s, step.to_dict()["args"]
@@ -183,18 +185,7 @@ class PlanStep:
             raise InvalidInputError("a step cannot depend on itself", item=item, field="depends_on")
         put(self, "status", _enum(StepStatus, self.status, item=item, name="status"))
         put(self, "risk", _enum(RiskLevel, self.risk, item=item, name="risk"))
-        timeout = self.timeout_s
-        if isinstance(timeout, timedelta):
-            timeout = timeout.total_seconds()
-        if timeout is not None:
-            ok = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
-            if not ok or not math.isfinite(timeout) or timeout <= 0:
-                raise InvalidInputError(
-                    f"must be seconds > 0 or None, got {self.timeout_s!r}",
-                    item=item,
-                    field="timeout_s",
-                )
-            put(self, "timeout_s", float(timeout))
+        put(self, "timeout_s", _duration(self.timeout_s, item=item, name="timeout_s"))
         if self.approved is not None and not isinstance(self.approved, bool):
             raise InvalidInputError(
                 f"must be True, False or None, got {self.approved!r}", item=item, field="approved"
@@ -248,8 +239,7 @@ class PlanVersion:
     observations: int = 0
 
     def __post_init__(self) -> None:
-        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
-            raise InvalidInputError(f"must be an int >= 1, got {self.version!r}", field="version")
+        _count(self.version, item=None, name="version", minimum=1)
         item, put = self.id, object.__setattr__
         if isinstance(self.steps, (str, Mapping)) or not isinstance(self.steps, Iterable):
             raise InvalidInputError(

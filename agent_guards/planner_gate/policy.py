@@ -11,6 +11,7 @@ from rapidfuzz import fuzz
 from rapidfuzz.utils import default_process
 
 from agent_guards.core.errors import check_choice
+from agent_guards.core.policy import Policy, check_int, check_ratio
 from agent_guards.planner_gate.model import PlanStep, PlanTrigger, PlanVersion, StepStatus
 
 __all__ = ["DEFAULT_POLICY", "GUARD", "PlannerPolicy", "plan_similarity"]
@@ -25,8 +26,11 @@ _DEFAULT_TRIGGERS = frozenset({PlanTrigger.EXECUTION_FEEDBACK, PlanTrigger.USER_
 
 
 @dataclass(frozen=True, kw_only=True)
-class PlannerPolicy:
-    """When a new plan version may replace the current one (seed 000's four planner guards).
+class PlannerPolicy(Policy):
+    """When a new plan version may replace the current one.
+
+    Four guards decide: the replan budget, no new evidence, the execute gate and plan
+    similarity.
 
     >>> PlannerPolicy(max_replans=3).label
     'PlannerPolicy@1'
@@ -48,14 +52,14 @@ class PlannerPolicy:
     the current plan's next step)."""
     stale_rounds: int = 2
     """Consecutive proposals without new evidence that trigger ``on_no_new_evidence``
-    (seed 000: two rounds). Below it, a stale proposal is refused by the execute gate.
+    (default: two rounds). Below it, a stale proposal is refused by the execute gate.
     Set 1 to clarify on the first stale proposal."""
     replan_triggers: frozenset[PlanTrigger] = field(default=_DEFAULT_TRIGGERS)
     """Triggers that may replace a plan that can still run. Default: execution feedback and
     user input; a critique alone never replaces an executable plan."""
     on_budget_exhausted: BudgetAction = "stop"
     """Verdict when the replan budget is spent and the current plan cannot run: ``"stop"``
-    (finish with the confirmed part, seed 003), ``"escalate"`` or ``"clarify"``."""
+    (finish with the part already confirmed), ``"escalate"`` or ``"clarify"``."""
     on_blocked: BlockedAction = "clarify"
     """Verdict when the gate refuses a proposal but the current plan has no runnable step
     (or a plan has no runnable first step): ``"clarify"``, ``"escalate"`` or ``"stop"``."""
@@ -65,22 +69,16 @@ class PlannerPolicy:
     """Policy version recorded in every decision (``name@version``)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_replans", "stale_rounds", "version"):
-            value = getattr(self, name)
-            low = 0 if name == "max_replans" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"PlannerPolicy.{name} must be an int >= {low}, got {value!r}")
-        t = self.similarity_threshold
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1:
-            raise ValueError(f"PlannerPolicy.similarity_threshold must be in (0, 1], got {t!r}")
-        object.__setattr__(self, "similarity_threshold", float(t))
+        check_int("PlannerPolicy.max_replans", self.max_replans, minimum=0)
+        check_int("PlannerPolicy.stale_rounds", self.stale_rounds, minimum=1)
+        threshold = check_ratio("PlannerPolicy.similarity_threshold", self.similarity_threshold)
+        object.__setattr__(self, "similarity_threshold", threshold)
         check_choice("on_no_new_evidence", self.on_no_new_evidence, ["clarify", "execute"])
         check_choice(
             "on_budget_exhausted", self.on_budget_exhausted, ["stop", "escalate", "clarify"]
         )
         check_choice("on_blocked", self.on_blocked, ["clarify", "escalate", "stop"])
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"PlannerPolicy.name must be a non-empty string, got {self.name!r}")
+        self.check_label()
         triggers = self.replan_triggers
         if isinstance(triggers, str) or not isinstance(triggers, Iterable):
             raise TypeError(
@@ -91,11 +89,6 @@ class PlannerPolicy:
             PlanTrigger(check_choice("replan_triggers item", str(t), allowed)) for t in triggers
         )
         object.__setattr__(self, "replan_triggers", parsed)
-
-    @property
-    def label(self) -> str:
-        """``name@version``, as recorded in decisions."""
-        return f"{self.name}@{self.version}"
 
 
 DEFAULT_POLICY = PlannerPolicy()

@@ -9,13 +9,13 @@ using that store shares it; the transition itself is a pure function of (value, 
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent_guards.core.errors import check_choice
+from agent_guards.core.policy import Policy, check_duration, check_int, check_number
 from agent_guards.retry_router.model import FailureKind
 
 if TYPE_CHECKING:
@@ -26,33 +26,13 @@ __all__ = ["Backoff", "BreakerState", "CircuitBreaker"]
 BreakerState = Literal["closed", "open", "half_open"]
 
 
-def _secs(owner: str, name: str, value: Any, *, positive: bool = False) -> float:
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, (int, float))
-        or not math.isfinite(seconds)
-        or seconds < 0
-        or (positive and seconds == 0)
-    ):
-        need = "> 0" if positive else ">= 0"
-        raise ValueError(f"{owner}.{name} must be seconds {need} or a timedelta, got {value!r}")
-    return float(seconds)
-
-
-def _count(owner: str, name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{owner}.{name} must be an int >= 1, got {value!r}")
-    return value
-
-
 def _unit(key: str, attempt: int) -> float:
     digest = hashlib.blake2b(f"{key}#{attempt}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2**64
 
 
 @dataclass(frozen=True, kw_only=True)
-class Backoff:
+class Backoff(Policy):
     """Exponential backoff with jitter, capped, honouring ``Retry-After``.
 
     ``delay(n)`` is the wait before attempt ``n + 1`` after ``n`` failed attempts:
@@ -85,26 +65,15 @@ class Backoff:
     """Policy version recorded in decisions."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "base_delay", _secs("Backoff", "base_delay", self.base_delay))
-        object.__setattr__(self, "max_delay", _secs("Backoff", "max_delay", self.max_delay))
-        factor = self.factor
-        if (
-            isinstance(factor, bool)
-            or not isinstance(factor, (int, float))
-            or not (math.isfinite(factor) and factor >= 1)
-        ):
-            raise ValueError(f"Backoff.factor must be a number >= 1, got {factor!r}")
-        _count("Backoff", "max_attempts", self.max_attempts)
+        for name in ("base_delay", "max_delay"):
+            object.__setattr__(self, name, check_duration(f"Backoff.{name}", getattr(self, name)))
+        check_number("Backoff.factor", self.factor, minimum=1)
+        check_int("Backoff.max_attempts", self.max_attempts, minimum=1)
         check_choice("Backoff.jitter", self.jitter, ("full", "equal", "none"))
-
-    @property
-    def label(self) -> str:
-        """``"Backoff@1"``."""
-        return f"{self.name}@{self.version}"
 
     def delay(self, attempt: int, *, retry_after: float | None = None, key: str = "") -> float:
         """Seconds to wait after ``attempt`` failed attempts (``attempt >= 1``)."""
-        _count("Backoff.delay", "attempt", attempt)
+        check_int("Backoff.delay.attempt", attempt, minimum=1)
         if retry_after is not None:
             return float(retry_after)
         base = float(self.base_delay)  # type: ignore[arg-type]
@@ -121,12 +90,13 @@ class Backoff:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CircuitBreaker:
+class CircuitBreaker(Policy):
     """Per-tool circuit breaker whose state lives in a LangGraph ``BaseStore``.
 
     closed --(``failure_threshold`` net failures)--> open --(``cooldown`` elapsed)-->
     half_open --(``success_threshold`` successes)--> closed; a failure while half-open
-    reopens it. In the closed state a success takes one failure off the count (seed 001).
+    reopens it. In the closed state a success takes one failure off the count, so scattered
+    failures among successes never open it.
     Only ``counted_kinds`` failures count: a wrong argument says nothing about the service.
 
     Updates are read-modify-write on the store: concurrent workers may lose an update,
@@ -160,11 +130,10 @@ class CircuitBreaker:
     """Policy version recorded in decisions."""
 
     def __post_init__(self) -> None:
-        _count("CircuitBreaker", "failure_threshold", self.failure_threshold)
-        _count("CircuitBreaker", "success_threshold", self.success_threshold)
-        object.__setattr__(
-            self, "cooldown", _secs("CircuitBreaker", "cooldown", self.cooldown, positive=True)
-        )
+        check_int("CircuitBreaker.failure_threshold", self.failure_threshold, minimum=1)
+        check_int("CircuitBreaker.success_threshold", self.success_threshold, minimum=1)
+        cooldown = check_duration("CircuitBreaker.cooldown", self.cooldown, positive=True)
+        object.__setattr__(self, "cooldown", cooldown)
         kinds = self.counted_kinds
         if isinstance(kinds, str) or not isinstance(kinds, Iterable):
             raise TypeError(f"CircuitBreaker.counted_kinds must be a set of kinds, got {kinds!r}")
@@ -183,11 +152,6 @@ class CircuitBreaker:
         bad = [p for p in ns if "." in p]
         if bad:
             raise ValueError(f"CircuitBreaker.namespace labels cannot contain '.', got {bad!r}")
-
-    @property
-    def label(self) -> str:
-        """``"CircuitBreaker@1"``."""
-        return f"{self.name}@{self.version}"
 
     def state(self, value: Mapping[str, Any] | None, *, now: float) -> BreakerState:
         """The effective state of a stored value at ``now`` (open turns half-open lazily)."""

@@ -141,9 +141,7 @@ def route_failures(
         >>> d.verdict.value, d.data["route"], d.data["kind"]
         ('refuse', 'refuse', 'permission')
     """
-    policy = RetryRouterPolicy() if policy is None else policy
-    if not isinstance(policy, RetryRouterPolicy):
-        raise TypeError(f"policy must be a RetryRouterPolicy, got {type(policy).__name__}")
+    policy = RetryRouterPolicy.coerce(policy)
     actions = scan_actions(messages, policy.scan_options())
     decisions = []
     for a in latest_batch(actions):

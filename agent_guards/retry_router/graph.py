@@ -111,10 +111,7 @@ class RetryState(GuardState, total=False):
 
 
 def _check(policy: RetryRouterPolicy | None) -> RetryRouterPolicy:
-    policy = RetryRouterPolicy() if policy is None else policy
-    if not isinstance(policy, RetryRouterPolicy):
-        raise TypeError(f"policy must be a RetryRouterPolicy, got {type(policy).__name__}")
-    return policy
+    return RetryRouterPolicy.coerce(policy)
 
 
 def _decide(

@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -20,6 +19,7 @@ from typing import Any
 
 from agent_guards.core.decision import StrEnum
 from agent_guards.core.errors import InvalidInputError, ToolFailure
+from agent_guards.core.policy import check_duration
 
 __all__ = [
     "ARTIFACT_KEY",
@@ -73,25 +73,14 @@ class FailureKind(StrEnum):
     """Anything else; never retried by default."""
 
 
-def _seconds(value: float | timedelta | None, name: str) -> float | None:
-    if value is None:
-        return None
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, (int, float))
-        or not (math.isfinite(seconds) and seconds >= 0)
-    ):
-        raise ValueError(f"{name} must be seconds >= 0 or a timedelta, got {value!r}")
-    return float(seconds)
-
-
 class _TypedFailure(ToolFailure):
     kind: FailureKind = FailureKind.UNKNOWN
 
     def __init__(self, message: str = "", *, retry_after: float | timedelta | None = None) -> None:
         self.message = message
-        self.retry_after = _seconds(retry_after, "retry_after")
+        self.retry_after = (
+            None if retry_after is None else check_duration("retry_after", retry_after)
+        )
         super().__init__(message or self.kind.value)
 
 
@@ -320,7 +309,8 @@ def _from_body(body: Mapping[str, Any], *, item: str | None) -> Failure:
             field=f"{ARTIFACT_KEY}.kind",
         ) from None
     try:
-        retry_after = _seconds(body.get("retry_after"), "retry_after")
+        raw = body.get("retry_after")
+        retry_after = None if raw is None else check_duration("retry_after", raw)
     except ValueError as err:
         raise InvalidInputError(str(err), item=item, field=f"{ARTIFACT_KEY}.retry_after") from None
     errors = body.get("field_errors") or {}

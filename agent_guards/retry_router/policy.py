@@ -9,6 +9,7 @@ from types import MappingProxyType
 from agent_guards.core.decision import RetryRoute
 from agent_guards.core.errors import check_choice
 from agent_guards.core.history import ScanOptions
+from agent_guards.core.policy import Policy, check_int
 from agent_guards.core.signatures import DEFAULT_GUARD_NAMES
 from agent_guards.retry_router.breaker import Backoff
 from agent_guards.retry_router.model import FailureKind
@@ -62,7 +63,9 @@ DEFAULT_ROUTES: Mapping[FailureKind, RetryRoute] = MappingProxyType(
 )
 
 
-"""The recovery for each kind (seed 000's retry/repair/replan/clarify/abstain/refuse table)."""
+"""The recovery for each kind: retry what is transient, repair invalid arguments, replan
+when a premise broke, ask the user when the request is ambiguous, fall back when a quota
+ran out, and refuse what permission or safety forbids."""
 
 
 _FORBIDDEN: Mapping[FailureKind, frozenset[str]] = {
@@ -73,7 +76,7 @@ _FORBIDDEN: Mapping[FailureKind, frozenset[str]] = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class RetryRouterPolicy:
+class RetryRouterPolicy(Policy):
     """How retry_router maps failures to recoveries.
 
     Permission and safety failures always refuse and invalid arguments are never blindly
@@ -137,21 +140,13 @@ class RetryRouterPolicy:
             self.on_repair_exhausted,
             [r for r in ROUTES if r not in ("retry", "repair")],
         )
-        for name, minimum in (("max_repairs", 1), ("window", 2), ("version", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(
-                    f"RetryRouterPolicy.{name} must be an int >= {minimum}, got {value!r}"
-                )
+        check_int("RetryRouterPolicy.max_repairs", self.max_repairs, minimum=1)
+        check_int("RetryRouterPolicy.window", self.window, minimum=2)
+        check_int("RetryRouterPolicy.version", self.version, minimum=1)
         names = self.guard_names
         if isinstance(names, str) or not isinstance(names, Iterable):
             raise TypeError(f"RetryRouterPolicy.guard_names must be a set of names, got {names!r}")
         object.__setattr__(self, "guard_names", frozenset(names))
-
-    @property
-    def label(self) -> str:
-        """``"RetryRouterPolicy@1"``: what decisions record."""
-        return f"{self.name}@{self.version}"
 
     def scan_options(self) -> ScanOptions:
         """Reads the whole run (headless): attempts never reset on a new user message."""

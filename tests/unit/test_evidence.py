@@ -597,6 +597,7 @@ def test_pure_cores_import_nothing_from_langgraph(module: str) -> None:
         "agent_guards.core.decision",
         "agent_guards.core.errors",
         "agent_guards.core.fields",
+        "agent_guards.core.policy",
         "agent_guards.evidence_resolve.model",
         "agent_guards.evidence_resolve.policy",
         "agent_guards.evidence_resolve.arbiter",

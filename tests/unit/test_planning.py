@@ -1,10 +1,12 @@
-"""planner_gate: truth tables for gate_plan (seed 000's loop included), laws, plan records."""
+"""planner_gate: truth tables for gate_plan (the critique loop included), laws, plan records."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, get_args
 
 import pytest
@@ -35,6 +37,7 @@ from agent_guards.planner_gate import (
     progress_update,
     runnable_steps,
 )
+from agent_guards.planner_gate.core import RULES
 
 SEED_V1 = ["收集资料", "分析", "输出"]
 SEED_V2 = ["先明确目标", "再收集资料", "再分析"]
@@ -113,7 +116,7 @@ TRUTH_TABLE = [
     row("initial-blocked", [plan(1, SEED_V1, marks={"s1": "failed"})], "clarify", "no_runnable_step"),
     row("initial-unknown-tool", [plan(1, SEED_V1, tool="ghost")], "clarify", "invalid_step", tools=["search"]),
     row("initial-known-tool", [plan(1, SEED_V1, tool="search")], "execute", "initial_plan", ("v1",), tools=["search"]),
-    # seed 000's loop: round 3 is caught by the execute gate, round 5 by no-new-evidence
+    # the critique loop: round 3 is caught by the execute gate, round 5 by no-new-evidence
     row("seed-round3-critique", [V1, V2_CRIT], "execute", "critique_only", ("v1",)),
     row("seed-round5-stale", [V1, V2_CRIT, V3_CRIT], "clarify", "no_new_evidence"),
     row("seed-round5-v2-rejected", [V1, V2_CRIT_REJ, V3_CRIT], "clarify", "no_new_evidence"),
@@ -184,6 +187,31 @@ def test_gate_plan_truth_table(case: Case) -> None:
     newest = case.versions[-1]
     rejected = newest.status is PlanStatus.PROPOSED and case.selected != (newest.id,)
     assert d.dropped_ids == ((newest.id,) if rejected else ())
+
+
+# The rows of the table in docs/planner_gate.md, in order ("already decided" is the case
+# the docs describe below the table; it is checked right after the goal).
+DOCUMENTED_RULES = [
+    "missing_constraints",  # 0
+    "already_decided",
+    "initial_plan",  # 1
+    "replan_budget",  # 2
+    "no_new_evidence",  # 3
+    "critique_only",  # 4
+    "execute_gate",  # 5
+    "same_plan",  # 6
+    "invalid_plan",  # 7
+    "replan",  # 8
+]
+
+
+def test_rules_are_the_documented_table_in_order() -> None:
+    assert [rule.__name__ for rule in RULES] == DOCUMENTED_RULES
+    docs = (Path(__file__).parents[2] / "docs" / "planner_gate.md").read_text(encoding="utf-8")
+    sentence = re.search(r"The code is this table:.*?\n\n", docs, re.S)
+    assert sentence is not None, "docs/planner_gate.md no longer says the code is RULES"
+    named = [n for n in re.findall(r"`(\w+)`", sentence.group()) if n not in ("RULES", "gate_plan")]
+    assert named == DOCUMENTED_RULES
 
 
 def test_seed_trace_is_a_loop_although_similarity_stays_under_threshold() -> None:
