@@ -103,6 +103,27 @@ def guarded(
     return wrapper
 
 
+def decide_on_messages(
+    guard: str,
+    core: Callable[[list[Any]], GuardDecision],
+    state: Any,
+    config: RunnableConfig,
+    *,
+    policy: str,
+    key: str,
+) -> GuardDecision:
+    """Run a message-reading core on ``state[key]``, stamped; bad input becomes a
+    CONTINUE decision with reason ``invalid_input`` (an edge must still pick a route)."""
+
+    def on_invalid(err: InvalidInputError) -> GuardDecision:
+        return invalid_input(guard, err, policy=policy, verdict=Verdict.CONTINUE)
+
+    def run(s: Any, _c: RunnableConfig) -> GuardDecision:
+        return core(state_messages(s, key))
+
+    return stamp(guarded(run, on_invalid)(state, config), config)
+
+
 def runnable(
     name: str,
     func: Callable[[Any, RunnableConfig], Any],

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import InjectedStore
-from langgraph.store.base import BaseStore, Item
+from langgraph.store.base import BaseStore, Item, PutOp
 
 from agent_guards.context_guard.injection import quote_untrusted
 from agent_guards.context_guard.model import ArchiveRecord
@@ -18,10 +18,10 @@ from agent_guards.context_guard.model import ArchiveRecord
 __all__ = [
     "DEFAULT_NAMESPACE",
     "READER_TOOL_NAME",
+    "archive_ops",
     "check_namespace",
     "create_archive_reader_tool",
     "read_page",
-    "write_records",
 ]
 
 DEFAULT_NAMESPACE: tuple[str, ...] = ("agent_guards", "context_archive")
@@ -39,20 +39,10 @@ def check_namespace(namespace: Sequence[str]) -> tuple[str, ...]:
     return ns
 
 
-def write_records(
-    store: BaseStore, namespace: tuple[str, ...], records: Sequence[ArchiveRecord]
-) -> None:
-    """Put archive records (idempotent: keys are content hashes, a replay rewrites the same)."""
-    for record in records:
-        store.put(namespace, record.archive_id, record.to_value(), index=False)
-
-
-async def awrite_records(
-    store: BaseStore, namespace: tuple[str, ...], records: Sequence[ArchiveRecord]
-) -> None:
-    """Async :func:`write_records`."""
-    for record in records:
-        await store.aput(namespace, record.archive_id, record.to_value(), index=False)
+def archive_ops(namespace: tuple[str, ...], records: Sequence[ArchiveRecord]) -> list[PutOp]:
+    """Store writes for archive records (idempotent: keys are content hashes, so a replay
+    writes the same items again); run them with ``store.batch`` or ``store.abatch``."""
+    return [PutOp(namespace, r.archive_id, r.to_value(), index=False) for r in records]
 
 
 def read_page(item: Item | None, archive_id: str, offset: int, page_chars: int) -> str:

@@ -36,7 +36,7 @@ from agent_guards.context_guard.steps import (
     treat_tools,
 )
 from agent_guards.context_guard.summary import marker, outline_summary, render_history, stable_hash
-from agent_guards.context_guard.verdict import decide
+from agent_guards.context_guard.verdict import Fitted, decide
 from agent_guards.core.errors import InvalidInputError
 
 __all__ = ["fit_context"]
@@ -158,8 +158,7 @@ def fit_context(
             tokens = sum(tok[id(m)] for m in out) + b.tool_tokens
 
     changed = len(out) != len(msgs) or any(a is not c for a, c in zip(out, msgs, strict=False))
-    return decide(
-        pol,
+    fit = Fitted(
         messages=tuple(out),
         tokens=tokens,
         tokens_before=tokens_before,
@@ -177,6 +176,7 @@ def fit_context(
         records=records,
         changed=changed,
     )
+    return decide(pol, fit)
 
 
 def _select(

@@ -27,7 +27,37 @@ from agent_guards.context_guard.model import ArchiveRecord, ContextVerdict
 from agent_guards.context_guard.policy import GUARD, ContextPolicy
 from agent_guards.core.decision import GuardDecision, Verdict
 
-__all__ = ["decide", "with_summary_text"]
+__all__ = ["Fitted", "decide", "with_summary_text"]
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """What ``fit_context`` did to the history: the outcome :func:`decide` records."""
+
+    messages: tuple[BaseMessage, ...]
+    tokens: int
+    tokens_before: int
+    budget: int
+    max_tokens: int
+    tool_tokens: int
+    kept: list[str]
+    pin_labels: list[str]
+    removed: Sequence[tuple[str, BaseMessage]]
+    summary: BaseMessage | None
+    room: int
+    stale: list[str]
+    replaced: list[str]
+    flagged: dict[str, tuple[str, ...]]
+    records: list[ArchiveRecord]
+    changed: bool
+
+    @property
+    def usage(self) -> float:
+        return self.tokens / self.budget
+
+    @property
+    def usage_before(self) -> float:
+        return self.tokens_before / self.budget
 
 
 def _classify(
@@ -99,137 +129,82 @@ def _moves(
 
 
 def _decision(
-    pol: ContextPolicy,
-    verdict: Verdict,
-    reason: str,
-    mv: _Moves,
-    *,
-    usage: float,
-    usage_before: float,
-    tokens: int,
-    tokens_before: int,
-    budget: int,
-    max_tokens: int,
-    tool_tokens: int,
-    kept: list[str],
-    pin_labels: list[str],
-    stale: list[str],
-    flagged: dict[str, tuple[str, ...]],
-    summary: BaseMessage | None,
-    records: list[ArchiveRecord],
+    pol: ContextPolicy, verdict: Verdict, reason: str, mv: _Moves, fit: Fitted
 ) -> GuardDecision:
     """The decision record: ids, counts and usage."""
     data: dict[str, Any] = {
-        "usage": round(usage, 4),
-        "usage_before": round(usage_before, 4),
-        "tokens": tokens,
-        "tokens_before": tokens_before,
-        "budget": budget,
-        "max_tokens": max_tokens,
-        "tool_tokens": tool_tokens,
-        "kept": len(kept),
+        "usage": round(fit.usage, 4),
+        "usage_before": round(fit.usage_before, 4),
+        "tokens": fit.tokens,
+        "tokens_before": fit.tokens_before,
+        "budget": fit.budget,
+        "max_tokens": fit.max_tokens,
+        "tool_tokens": fit.tool_tokens,
+        "kept": len(fit.kept),
         "summarized": len(mv.summarized),
         "truncated": len(mv.truncated),
         "archived": mv.moved,
         "history_archive_id": mv.history,
-        "flagged": {k: list(v) for k, v in flagged.items()},
-        "summary_id": summary.id if summary is not None else None,
-        "summary_source": "fallback" if summary is not None else "none",
+        "flagged": {k: list(v) for k, v in fit.flagged.items()},
+        "summary_id": fit.summary.id if fit.summary is not None else None,
+        "summary_source": "fallback" if fit.summary is not None else "none",
     }
     return GuardDecision(
         guard=GUARD,
         verdict=verdict,
         reason=reason,
         detail=_detail(
-            usage_before,
-            usage,
-            budget,
+            fit.usage_before,
+            fit.usage,
+            fit.budget,
             summarized=len(mv.summarized),
             truncated=len(mv.truncated),
-            archived=sum(r.kind == "tool_result" for r in records),
-            flagged=len(flagged),
+            archived=sum(r.kind == "tool_result" for r in fit.records),
+            flagged=len(fit.flagged),
         ),
-        selected_ids=tuple(pin_labels),
-        conflicting_ids=tuple(flagged),
-        dropped_ids=(*mv.removed_ids, *stale),
+        selected_ids=tuple(fit.pin_labels),
+        conflicting_ids=tuple(fit.flagged),
+        dropped_ids=(*mv.removed_ids, *fit.stale),
         policy=pol.label,
         data=data,
     )
 
 
-def decide(
-    pol: ContextPolicy,
-    *,
-    messages: tuple[BaseMessage, ...],
-    tokens: int,
-    tokens_before: int,
-    budget: int,
-    max_tokens: int,
-    tool_tokens: int,
-    kept: list[str],
-    pin_labels: list[str],
-    removed: Sequence[tuple[str, BaseMessage]],
-    summary: BaseMessage | None,
-    room: int,
-    stale: list[str],
-    replaced: list[str],
-    flagged: dict[str, tuple[str, ...]],
-    records: list[ArchiveRecord],
-    changed: bool,
-) -> ContextVerdict:
+def decide(pol: ContextPolicy, fit: Fitted) -> ContextVerdict:
     """Build the verdict and its decision record (ids, counts, usage) for ``fit_context``."""
-    usage_before, usage = tokens_before / budget, tokens / budget
-    mv = _moves(removed, summary, records)
+    summary = fit.summary
+    mv = _moves(fit.removed, summary, fit.records)
     verdict, reason = _classify(
         pol,
-        usage,
+        fit.usage,
         removed=bool(mv.removed_ids),
         summary=summary is not None,
-        archived=any(r.kind == "tool_result" for r in records),
-        flagged=bool(flagged),
+        archived=any(r.kind == "tool_result" for r in fit.records),
+        flagged=bool(fit.flagged),
     )
-    decision = _decision(
-        pol,
-        verdict,
-        reason,
-        mv,
-        usage=usage,
-        usage_before=usage_before,
-        tokens=tokens,
-        tokens_before=tokens_before,
-        budget=budget,
-        max_tokens=max_tokens,
-        tool_tokens=tool_tokens,
-        kept=kept,
-        pin_labels=pin_labels,
-        stale=stale,
-        flagged=flagged,
-        summary=summary,
-        records=records,
-    )
-    kept_set = set(kept)
+    kept_set = set(fit.kept)
     return ContextVerdict(
         verdict=verdict,
         reason=reason,
-        messages=messages,
-        usage=usage,
-        usage_before=usage_before,
-        tokens=tokens,
-        tokens_before=tokens_before,
-        budget=budget,
-        kept_ids=tuple(kept),
+        messages=fit.messages,
+        usage=fit.usage,
+        usage_before=fit.usage_before,
+        tokens=fit.tokens,
+        tokens_before=fit.tokens_before,
+        budget=fit.budget,
+        kept_ids=tuple(fit.kept),
         summarized_ids=tuple(mv.summarized),
         truncated_ids=tuple(mv.truncated),
-        stale_ids=tuple(stale),
-        replaced_ids=tuple(r for r in replaced if r in kept_set),
+        stale_ids=tuple(fit.stale),
+        replaced_ids=tuple(r for r in fit.replaced if r in kept_set),
         archived=mv.archived,
-        flagged=dict(flagged),
-        archives=tuple(records),
-        changed=changed,
+        flagged=dict(fit.flagged),
+        archives=tuple(fit.records),
+        changed=fit.changed,
         summary_id=summary.id if summary is not None else None,
-        summary_room=room,
-        summarized_messages=tuple(m for _, m in removed) if summary is not None else (),
-        decision=decision,
+        summary_room=fit.room,
+        summarized_messages=tuple(m for _, m in fit.removed) if summary is not None else (),
+        decision=_decision(pol, verdict, reason, mv, fit),
     )
 
 

@@ -161,41 +161,14 @@ def _tool_action(
     if not isinstance(name, str) or not name:
         raise InvalidInputError("tool call has no name", item=str(call_id), field="name")
     args = call.get("args")
-    signature = call_signature(name, args, ignore_keys=opts.ignore_keys)
-    if answer is None:
-        return Action(
-            "tool",
-            name,
-            str(call_id),
-            signature,
-            _scope(args, opts.scope_keys),
-            "pending",
-            None,
-            None,
-            0,
-            False,
-            None,
-            position,
-        )
-    meta = answer.response_metadata.get("agent_guards") if answer.response_metadata else None
-    reused = isinstance(meta, Mapping) and bool(meta.get("reused_from"))
-    if answer.status == "error":
-        status: Literal["ok", "error"] = "error"
-        key: str | None = "error"
-        evidence = None
-        length = 0
-    else:
-        status = "ok"
-        evidence = _evidence_ids(answer.artifact)
-        digest, length = _result_digest(content_text(answer.content), opts.normalizers)
-        key = "ids:" + _digest("\x1f".join(sorted(evidence))) if evidence is not None else digest
-        if reused and isinstance(meta, Mapping) and meta.get("duplicate"):
-            key = None
+    status, key, evidence, length, reused = (
+        ("pending", None, None, 0, False) if answer is None else _outcome(answer, opts)
+    )
     return Action(
         "tool",
         name,
         str(call_id),
-        signature,
+        call_signature(name, args, ignore_keys=opts.ignore_keys),
         _scope(args, opts.scope_keys),
         status,
         key,
@@ -204,8 +177,27 @@ def _tool_action(
         reused,
         answer,
         position,
-        attempts=_attempts(answer),
+        attempts=_attempts(answer) if answer is not None else 1,
     )
+
+
+_Outcome = tuple[Literal["pending", "ok", "error"], str | None, frozenset[str] | None, int, bool]
+
+
+def _outcome(answer: ToolMessage, opts: ScanOptions) -> _Outcome:
+    """Status, result key, evidence ids, result length and reuse flag of an answered call."""
+    meta = answer.response_metadata.get("agent_guards") if answer.response_metadata else None
+    reused = isinstance(meta, Mapping) and bool(meta.get("reused_from"))
+    if answer.status == "error":
+        return "error", "error", None, 0, reused
+    evidence = _evidence_ids(answer.artifact)
+    digest, length = _result_digest(content_text(answer.content), opts.normalizers)
+    key: str | None = (
+        "ids:" + _digest("\x1f".join(sorted(evidence))) if evidence is not None else digest
+    )
+    if reused and isinstance(meta, Mapping) and meta.get("duplicate"):
+        key = None
+    return "ok", key, evidence, length, reused
 
 
 def _pair(

@@ -49,89 +49,43 @@ _COLUMNS = (
 )
 
 
+# The ``eval`` options, one row each: (flag, argparse keywords). Grouped by mode: the
+# default run, drafting from a recorded thread, and the RAMDocs replay.
+# fmt: off
+_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--slice", {"action": "append", "metavar": "NAME", "help": "run only this slice "
+                 f"(repeatable); shipped: {', '.join(SHIPPED_SLICES)}"}),
+    ("--cases", {"action": "append", "metavar": "PATH",
+                 "help": "extra JSONL case files or folders of them (repeatable)"}),
+    ("--save", {"metavar": "FILE", "help": "save the run (per-case results, policy versions)"}),
+    ("--baseline", {"metavar": "FILE", "help": "compare with a saved run; "
+                    "exit 1 when a case that passed before fails"}),
+    ("--json", {"action": "store_true", "help": "print one JSON object instead of tables"}),
+    ("--policies", {"metavar": "MODULE:ATTR",
+                    "help": "run under these EvalPolicies (e.g. mypkg.evalconf:POLICIES)"}),
+    ("--quiet", {"action": "store_true", "help": "print only the summary line"}),
+    ("--from-thread", {"metavar": "THREAD", "help": "draft cases from a recorded thread"}),
+    ("--db", {"metavar": "PATH_OR_URL", "default": ".agent_guards/demo.sqlite",
+              "help": "SQLite file or postgresql:// URL of the thread (with --from-thread)"}),
+    ("--out", {"metavar": "FILE",
+               "help": "where --from-thread writes the cases (default: stdout)"}),
+    ("--draft-slice", {"default": "from_thread", "metavar": "NAME",
+                       "help": "slice name of the drafted cases"}),
+    ("--ramdocs", {"nargs": "?", "const": "", "metavar": "PATH",
+                   "help": "replay RAMDocs (default path: data/ramdocs/RAMDocs_test.jsonl)"}),
+    ("--labels", {"choices": ("none", "oracle"), "default": "none",
+                  "help": "RAMDocs: 'oracle' uses the dataset's labels as metadata (upper bound)"}),
+    ("--limit", {"type": int, "metavar": "N", "help": "RAMDocs: first N questions only"}),
+    ("--keep-unknown", {"action": "store_true", "help": "RAMDocs: count the noise documents' "
+                        "'unknown' answers as claims too"}),
+)
+# fmt: on
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the ``eval`` options to ``parser``."""
-    _add_run_options(parser)
-    _add_thread_options(parser)
-    _add_ramdocs_options(parser)
-
-
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    """Options of the default mode: which cases, where to save, what to compare with."""
-    parser.add_argument(
-        "--slice",
-        action="append",
-        metavar="NAME",
-        help=f"run only this slice (repeatable); shipped: {', '.join(SHIPPED_SLICES)}",
-    )
-    parser.add_argument(
-        "--cases",
-        action="append",
-        metavar="PATH",
-        help="extra JSONL case files or folders of them (repeatable)",
-    )
-    parser.add_argument(
-        "--save", metavar="FILE", help="save the run (per-case results, policy versions)"
-    )
-    parser.add_argument(
-        "--baseline",
-        metavar="FILE",
-        help="compare with a saved run; exit 1 when a case that passed before fails",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object instead of tables"
-    )
-    parser.add_argument(
-        "--policies",
-        metavar="MODULE:ATTR",
-        help="run under these EvalPolicies (e.g. mypkg.evalconf:POLICIES)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="print only the summary line")
-
-
-def _add_thread_options(parser: argparse.ArgumentParser) -> None:
-    """Options of ``--from-thread``: draft regression cases from a recorded thread."""
-    parser.add_argument(
-        "--from-thread", metavar="THREAD", help="draft cases from a recorded thread"
-    )
-    parser.add_argument(
-        "--db",
-        metavar="PATH_OR_URL",
-        default=".agent_guards/demo.sqlite",
-        help="SQLite file or postgresql:// URL of the thread (with --from-thread)",
-    )
-    parser.add_argument(
-        "--out", metavar="FILE", help="where --from-thread writes the cases (default: stdout)"
-    )
-    parser.add_argument(
-        "--draft-slice",
-        default="from_thread",
-        metavar="NAME",
-        help="slice name of the drafted cases",
-    )
-
-
-def _add_ramdocs_options(parser: argparse.ArgumentParser) -> None:
-    """Options of ``--ramdocs``: the RAMDocs replay."""
-    parser.add_argument(
-        "--ramdocs",
-        nargs="?",
-        const="",
-        metavar="PATH",
-        help="replay RAMDocs (default path: data/ramdocs/RAMDocs_test.jsonl)",
-    )
-    parser.add_argument(
-        "--labels",
-        choices=("none", "oracle"),
-        default="none",
-        help="RAMDocs: 'oracle' uses the dataset's labels as metadata (upper bound)",
-    )
-    parser.add_argument("--limit", type=int, metavar="N", help="RAMDocs: first N questions only")
-    parser.add_argument(
-        "--keep-unknown",
-        action="store_true",
-        help="RAMDocs: count the noise documents' 'unknown' answers as claims too",
-    )
+    for flag, keywords in _OPTIONS:
+        parser.add_argument(flag, **keywords)
 
 
 def _policies(spec: str | None) -> EvalPolicies | None:

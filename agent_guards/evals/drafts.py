@@ -14,6 +14,7 @@ from typing import Any
 from agent_guards.core.decision import GuardDecision
 from agent_guards.evals.cases import Case
 from agent_guards.evals.jsonform import messages_to_json, to_jsonable
+from agent_guards.evals.runners import decision_fields
 from agent_guards.evidence_resolve.core import coerce_evidence
 from agent_guards.memory_resolve.node import fact_record
 from agent_guards.memory_resolve.store import load_memories, memory_namespace
@@ -125,13 +126,9 @@ def _evidence_case(
 
 
 def _expect(d: GuardDecision) -> dict[str, Any]:
-    return {
-        "verdict": d.verdict.value,
-        "reason": d.reason,
-        "selected_ids": list(d.selected_ids),
-        "conflicting_ids": list(d.conflicting_ids),
-        "dropped_ids": list(d.dropped_ids),
-    }
+    """What a drafted case expects: the decision's fields, without the policy and raw record."""
+    observed = decision_fields(d)
+    return {key: observed[key] for key in observed if key not in ("policy", "decision")}
 
 
 def _identities(principal: Any) -> list[str]:

@@ -52,13 +52,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent_guards.context_guard.core import fit_context
-from agent_guards.context_guard.policy import ContextPolicy
 from agent_guards.context_guard.summary import pin_message
 from agent_guards.core.decision import Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.evals.errors import build_failure
 from agent_guards.evals.jsonform import messages_from_json, to_jsonable
-from agent_guards.evals.policies import EvalPolicies, check_input, invalid, with_options
+from agent_guards.evals.policies import (
+    POLICY_TYPES,
+    EvalPolicies,
+    check_input,
+    invalid,
+    with_options,
+)
 from agent_guards.evals.runners import (
     decision_fields,
     retry_fields,
@@ -67,12 +72,7 @@ from agent_guards.evals.runners import (
     run_retry_history,
 )
 from agent_guards.evidence_resolve.core import resolve_evidence
-from agent_guards.evidence_resolve.policy import EvidencePolicy
-from agent_guards.loop_check.policy import LoopPolicy
 from agent_guards.memory_resolve.core import resolve_memory
-from agent_guards.memory_resolve.policy import MemoryPolicy
-from agent_guards.planner_gate.policy import PlannerPolicy
-from agent_guards.retry_router.policy import RetryRouterPolicy
 
 __all__ = [
     "KINDS",
@@ -264,17 +264,6 @@ def run_kind(
     if _accepts_policies(runner):
         return runner(dict(data), policies=policies)
     return runner(dict(data))
-
-
-# used by docs and tests: the option fields a case's "policy" may override, per kind
-POLICY_TYPES: dict[str, type] = {
-    "evidence": EvidencePolicy,
-    "memory": MemoryPolicy,
-    "planner": PlannerPolicy,
-    "loop": LoopPolicy,
-    "retry": RetryRouterPolicy,
-    "context": ContextPolicy,
-}
 
 
 def policy_fields(kind: str) -> tuple[str, ...]:

@@ -42,6 +42,17 @@ _GUARDS = {
 }
 
 
+# The option fields a case's "policy" may override, per kind
+POLICY_TYPES: dict[str, type] = {
+    "evidence": EvidencePolicy,
+    "memory": MemoryPolicy,
+    "planner": PlannerPolicy,
+    "loop": LoopPolicy,
+    "retry": RetryRouterPolicy,
+    "context": ContextPolicy,
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class EvalPolicies:
     """The policy each guard runs under in an eval run (defaults: each guard's defaults).
@@ -64,15 +75,7 @@ class EvalPolicies:
     """Policy of the ``context`` kind (``fit_context``)."""
 
     def __post_init__(self) -> None:
-        types = {
-            "evidence": EvidencePolicy,
-            "memory": MemoryPolicy,
-            "planner": PlannerPolicy,
-            "loop": LoopPolicy,
-            "retry": RetryRouterPolicy,
-            "context": ContextPolicy,
-        }
-        for name, kind in types.items():
+        for name, kind in POLICY_TYPES.items():
             value = getattr(self, name)
             if not isinstance(value, kind):
                 raise TypeError(

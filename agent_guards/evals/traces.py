@@ -42,18 +42,20 @@ known here: a planner gate's ``tools=``, custom state keys (pass ``keys=``) and 
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
+
+from typing_extensions import TypedDict, Unpack
 
 from agent_guards.core.state import DEFAULT_LOG_SIZE, keep_last
 from agent_guards.evals.cases import Case
 from agent_guards.evals.drafts import DEFAULT_KEYS, Drafter, new_decisions, written_decisions
 from agent_guards.evidence_resolve.messages import merge_evidence
+from agent_guards.persistence import open_persistence
 from agent_guards.planner_gate.graph import merge_plans
-from agent_guards.serde import delta_channel, guard_serializer, serde_allowlist
+from agent_guards.serde import delta_channel, serde_allowlist
 
 __all__ = [
     "cases_from_thread",
@@ -140,18 +142,27 @@ def _replayed_values(
     return out
 
 
+class DraftOptions(TypedDict, total=False):
+    """The keyword options of :func:`cases_from_thread` and :func:`draft_cases`."""
+
+    slice: str
+    principal: Any
+    store: Any
+    keys: Mapping[str, str] | None
+    graph: Any
+    reducers: Mapping[str, Callable[[Any, Any], Any]] | None
+
+
 def draft_cases(
-    checkpointer: Any,
-    thread_id: str,
-    *,
-    slice: str = "from_thread",
-    principal: Any = None,
-    store: Any = None,
-    keys: Mapping[str, str] | None = None,
-    graph: Any = None,
-    reducers: Mapping[str, Callable[[Any, Any], Any]] | None = None,
+    checkpointer: Any, thread_id: str, **options: Unpack[DraftOptions]
 ) -> tuple[list[Case], dict[str, int]]:
     """Like :func:`cases_from_thread`, also returning the skipped decisions per guard."""
+    unknown = sorted(set(options) - set(DraftOptions.__annotations__))
+    if unknown:
+        allowed = ", ".join(DraftOptions.__annotations__)
+        raise TypeError(f"draft_cases got unknown option(s) {unknown}; allowed: {allowed}")
+    keys = options.get("keys") or {}
+    graph = options.get("graph")
     saver = _saver(checkpointer)
     tuples = _root_tuples(saver, thread_id)
     if not tuples:
@@ -160,14 +171,20 @@ def draft_cases(
         states = _graph_values(graph, saver, thread_id)
     else:
         states = _replayed_values(
-            saver, tuples, {**_default_reducers(keys or {}), **(reducers or {})}
+            saver, tuples, {**_default_reducers(keys), **(options.get("reducers") or {})}
         )
     children: dict[str, Any] = {}
     for t in tuples:
         parent_id = _checkpoint_id(t.parent_config)
         if parent_id is not None:
             children.setdefault(parent_id, t)  # the first run from it (a fork comes later)
-    drafter = Drafter(thread_id, slice, keys or {}, principal, store)
+    drafter = Drafter(
+        thread_id,
+        options.get("slice", "from_thread"),
+        keys,
+        options.get("principal"),
+        options.get("store"),
+    )
     for parent in tuples:
         pid = parent.config["configurable"]["checkpoint_id"]
         child = children.get(pid)
@@ -188,15 +205,7 @@ def draft_cases(
 
 
 def cases_from_thread(
-    checkpointer: Any,
-    thread_id: str,
-    *,
-    slice: str = "from_thread",
-    principal: Any = None,
-    store: Any = None,
-    keys: Mapping[str, str] | None = None,
-    graph: Any = None,
-    reducers: Mapping[str, Callable[[Any, Any], Any]] | None = None,
+    checkpointer: Any, thread_id: str, **options: Unpack[DraftOptions]
 ) -> list[Case]:
     """Draft regression cases from the guard decisions recorded in a thread.
 
@@ -219,21 +228,10 @@ def cases_from_thread(
     Raises:
         ValueError: the thread has no checkpoints.
     """
-    cases, _ = draft_cases(
-        checkpointer,
-        thread_id,
-        slice=slice,
-        principal=principal,
-        store=store,
-        keys=keys,
-        graph=graph,
-        reducers=reducers,
-    )
-    return cases
+    return draft_cases(checkpointer, thread_id, **options)[0]
 
 
-@contextmanager
-def open_checkpointer(db: str) -> Iterator[tuple[Any, Any]]:
+def open_checkpointer(db: str) -> AbstractContextManager[tuple[Any, Any]]:
     """``(checkpointer, store)`` for reading a SQLite file or a ``postgresql://`` URL.
 
     The store is None when the database has no store tables.
@@ -241,33 +239,7 @@ def open_checkpointer(db: str) -> Iterator[tuple[Any, Any]]:
     Raises:
         FileNotFoundError: a SQLite path that does not exist.
     """
-    if db.startswith(("postgresql://", "postgres://")):
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from langgraph.store.postgres import PostgresStore
-        from psycopg import Connection
-        from psycopg.rows import dict_row
-
-        with (
-            Connection.connect(
-                db, autocommit=True, prepare_threshold=0, row_factory=dict_row
-            ) as pg,
-            PostgresStore.from_conn_string(db) as pg_store,
-        ):
-            yield PostgresSaver(pg, serde=guard_serializer()), pg_store
-        return
-    from langgraph.checkpoint.sqlite import SqliteSaver
-    from langgraph.store.sqlite import SqliteStore
-
-    if not Path(db).is_file():
-        raise FileNotFoundError(f"no SQLite database at {db!r}")
-    with closing(sqlite3.connect(db, check_same_thread=False)) as conn:
-        tables = {row[0] for row in conn.execute("select name from sqlite_master")}
-        saver = SqliteSaver(conn, serde=guard_serializer())
-        if "store" not in tables:
-            yield saver, None
-            return
-        with SqliteStore.from_conn_string(db) as store:  # its own autocommit connection
-            yield saver, store
+    return open_persistence(db, create=False)
 
 
 def write_cases(cases: list[Case], path: str | Path | None = None) -> str:

@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, asdict, dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
@@ -29,7 +29,7 @@ from agent_guards.core.fields import (
     to_key,
 )
 
-__all__ = ["EVIDENCE_STATUSES", "ClaimVerdict", "Evidence", "EvidenceVerdict"]
+__all__ = ["EVIDENCE_STATUSES", "Arbitration", "ClaimVerdict", "Evidence", "EvidenceVerdict"]
 
 EVIDENCE_STATUSES: tuple[str, ...] = ("active", "draft", "retracted", "superseded")
 
@@ -220,7 +220,35 @@ class Evidence:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ClaimVerdict:
+class Arbitration:
+    """What every arbitration outcome carries: the verdict, the value(s) and the ids.
+
+    The base of :class:`ClaimVerdict` and :class:`EvidenceVerdict`; verdicts given as
+    strings become :class:`Verdict`, id lists become tuples.
+
+    Example:
+        >>> a = Arbitration(verdict="answer", reason="single_source", selected_ids=["a"])
+        >>> a.verdict, a.selected_ids
+        (<Verdict.ANSWER: 'answer'>, ('a',))
+    """
+
+    verdict: Verdict
+    reason: str
+    value: Any = None
+    values: dict[str, Any] = field(default_factory=dict, hash=False)
+    selected_ids: tuple[str, ...] = ()
+    conflicting_ids: tuple[str, ...] = ()
+
+    _ID_FIELDS: ClassVar[tuple[str, ...]] = ("selected_ids", "conflicting_ids")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+        for name in self._ID_FIELDS:
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimVerdict(Arbitration):
     """The outcome for one ``claim_key`` when a call arbitrates several claims.
 
     Example:
@@ -234,21 +262,10 @@ class ClaimVerdict:
     """
 
     claim_key: str
-    verdict: Verdict
-    reason: str
-    value: Any = None
-    values: dict[str, Any] = field(default_factory=dict, hash=False)
-    selected_ids: tuple[str, ...] = ()
-    conflicting_ids: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "verdict", Verdict(self.verdict))
-        object.__setattr__(self, "selected_ids", tuple(self.selected_ids))
-        object.__setattr__(self, "conflicting_ids", tuple(self.conflicting_ids))
 
 
 @dataclass(frozen=True, kw_only=True)
-class EvidenceVerdict:
+class EvidenceVerdict(Arbitration):
     """What ``resolve_evidence`` decided, with every id it used, flagged or set aside.
 
     ``value`` is the answer when there is one; ``values`` lists values side by side, keyed
@@ -265,21 +282,12 @@ class EvidenceVerdict:
         ('evidence_resolve', 'EvidencePolicy@1')
     """
 
-    verdict: Verdict
-    reason: str
     decision: GuardDecision
-    value: Any = None
-    values: dict[str, Any] = field(default_factory=dict, hash=False)
-    selected_ids: tuple[str, ...] = ()
-    conflicting_ids: tuple[str, ...] = ()
     dropped_ids: tuple[str, ...] = ()
     claim_key: str | None = None
     claims: dict[str, ClaimVerdict] = field(default_factory=dict, hash=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "verdict", Verdict(self.verdict))
-        for name in ("selected_ids", "conflicting_ids", "dropped_ids"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+    _ID_FIELDS: ClassVar[tuple[str, ...]] = ("selected_ids", "conflicting_ids", "dropped_ids")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (verdicts as strings, the decision via ``GuardDecision.to_dict``)."""

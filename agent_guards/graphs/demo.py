@@ -8,57 +8,18 @@ workers and to the LangGraph Agent Server without code changes.
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
-from pathlib import Path
 from typing import Any
 
-from agent_guards import GuardDecision, Verdict, guard_serializer
+from agent_guards import GuardDecision, Verdict
+from agent_guards.persistence import open_persistence
 from agent_guards.planner_gate import current_plan
 
 from .plan_execute import build_graph
 from .scenarios import SCENARIOS, ScenarioResult, run_baseline, run_scenario, scenario_config
 
-__all__ = ["demo_main", "history_main", "open_persistence", "replay_main"]
-
-
-@contextmanager
-def open_persistence(db: str) -> Iterator[tuple[Any, Any]]:
-    """``(checkpointer, store)`` for a SQLite path or a ``postgresql://`` URL, set up.
-
-    The checkpointer uses :func:`agent_guards.guard_serializer`, so reading the guard types
-    back logs no "unregistered type" warnings.
-    """
-    if db.startswith(("postgresql://", "postgres://")):
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from langgraph.store.postgres import PostgresStore
-        from psycopg import Connection
-        from psycopg.rows import dict_row
-
-        with (
-            Connection.connect(
-                db, autocommit=True, prepare_threshold=0, row_factory=dict_row
-            ) as conn,
-            PostgresStore.from_conn_string(db) as store,
-        ):
-            saver = PostgresSaver(conn, serde=guard_serializer())
-            saver.setup()
-            store.setup()
-            yield saver, store
-        return
-    from langgraph.checkpoint.sqlite import SqliteSaver
-    from langgraph.store.sqlite import SqliteStore
-
-    Path(db).parent.mkdir(parents=True, exist_ok=True)
-    with (
-        closing(sqlite3.connect(db, check_same_thread=False)) as conn,
-        SqliteStore.from_conn_string(db) as store,
-    ):
-        store.setup()
-        yield SqliteSaver(conn, serde=guard_serializer()), store
+__all__ = ["demo_main", "history_main", "replay_main"]
 
 
 def _shown(d: GuardDecision) -> bool:

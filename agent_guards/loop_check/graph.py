@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Annotated, Any, cast
 
 from langchain_core.messages import AnyMessage, HumanMessage
@@ -51,7 +52,6 @@ from langgraph.types import Command, interrupt
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, Verdict
-from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.state import GuardState
 from agent_guards.core.stopping import answer_pending, final_message
 from agent_guards.graph import state_messages
@@ -97,13 +97,8 @@ def _check(policy: LoopPolicy | None) -> LoopPolicy:
 
 
 def _decide(state: Any, config: RunnableConfig, policy: LoopPolicy, key: str) -> GuardDecision:
-    def on_invalid(err: InvalidInputError) -> GuardDecision:
-        return _node.invalid_input(GUARD, err, policy=policy.label, verdict=Verdict.CONTINUE)
-
-    def core(s: Any, _c: RunnableConfig) -> GuardDecision:
-        return detect_loop(state_messages(s, key), policy=policy)
-
-    return _node.stamp(_node.guarded(core, on_invalid)(state, config), config)
+    core = partial(detect_loop, policy=policy)
+    return _node.decide_on_messages(GUARD, core, state, config, policy=policy.label, key=key)
 
 
 def create_loop_check(

@@ -4,7 +4,7 @@ Replan budget, execute gate, no-new-evidence and plan similarity, over every pla
 kept in state."""
 
 from agent_guards.core.decision import PlannerRoute
-from agent_guards.planner_gate.approval import Approval, needs_approval, request_approval
+from agent_guards.planner_gate.approval import Approval, needs_approval
 from agent_guards.planner_gate.core import gate_plan
 from agent_guards.planner_gate.goal import Goal, missing_constraints
 from agent_guards.planner_gate.graph import (
@@ -15,6 +15,7 @@ from agent_guards.planner_gate.graph import (
     create_planner_gate,
     merge_plans,
     progress_update,
+    request_approval,
 )
 from agent_guards.planner_gate.model import (
     PlanStatus,

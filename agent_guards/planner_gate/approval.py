@@ -1,9 +1,7 @@
-"""Human approval of risky plan steps with LangGraph ``interrupt()``.
+"""Human approval of risky plan steps: which steps need it, and what an answer means (pure).
 
-Call :func:`request_approval` inside a node (the planner gate does it for you with
-``approval_risk=``); the graph pauses, and ``graph.invoke(Command(resume=...), config)``
-continues it. On resume the node runs again from the top, so what precedes the call must
-be deterministic.
+The pause itself is :func:`agent_guards.planner_gate.request_approval` (LangGraph
+``interrupt()``, in the adapter); the planner gate calls it for you with ``approval_risk=``.
 """
 
 from __future__ import annotations
@@ -12,14 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph.types import interrupt
-
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.planner_gate.model import PlanStep, PlanVersion, RiskLevel, StepStatus
 from agent_guards.planner_gate.ops import mark_step
 
-__all__ = ["Approval", "needs_approval", "request_approval"]
+__all__ = ["Approval", "needs_approval"]
 
 _YES = {"approve", "approved", "yes", "y", "ok", "true"}
 _NO = {"reject", "rejected", "deny", "denied", "no", "n", "false"}
@@ -96,40 +92,6 @@ def needs_approval(step: PlanStep, risk: RiskLevel | str = RiskLevel.HIGH) -> bo
     """
     level = RiskLevel(risk)
     return step.risk.rank >= level.rank and step.approved is None
-
-
-def request_approval(
-    step: PlanStep, *, version: int | None = None, question: str | None = None
-) -> Approval:
-    """Pause the graph (``interrupt``) until a human approves or rejects ``step``.
-
-    Call it inside a node; the graph needs a checkpointer. Resume with
-    ``graph.invoke(Command(resume=True), config)`` (or ``"reject"``, or a mapping, see
-    :meth:`Approval.from_resume`). On resume the node runs again from the top, so keep
-    what precedes this call deterministic (the gate's decision is).
-
-    Example:
-        >>> from langgraph.checkpoint.memory import InMemorySaver
-        >>> from langgraph.graph import START, StateGraph
-        >>> from langgraph.types import Command
-        >>> step = PlanStep("s1", "wire money", tool="pay", risk="high")
-        >>> app = (StateGraph(dict).add_node("ask", lambda s: {"by": request_approval(step).by})
-        ...        .add_edge(START, "ask").compile(checkpointer=InMemorySaver()))
-        >>> cfg = {"configurable": {"thread_id": "1"}}
-        >>> app.invoke({}, cfg)["__interrupt__"][0].value["question"]
-        "Approve step 's1' (wire money), risk high?"
-        >>> app.invoke(Command(resume={"approved": True, "by": "ops"}), cfg)
-        {'by': 'ops'}
-    """
-    payload = {
-        "type": "plan_step_approval",
-        "version": version,
-        "step": step.to_dict(),
-        "risk": step.risk.value,
-        "question": question
-        or f"Approve step {step.id!r} ({step.description or step.tool}), risk {step.risk.value}?",
-    }
-    return Approval.from_resume(interrupt(payload), step_id=step.id)
 
 
 def _after_approval(

@@ -16,21 +16,21 @@ from typing import Annotated, Any, get_args
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.constants import END
 from langgraph.graph import StateGraph
-from langgraph.types import Command, Overwrite
+from langgraph.types import Command, Overwrite, interrupt
 
 from agent_guards.core.decision import GuardDecision, PlannerRoute, Verdict
 from agent_guards.core.errors import InvalidInputError, check_choice
 from agent_guards.core.state import GuardState
 from agent_guards.graph import guarded, invalid_input, runnable, stamp, state_value
 from agent_guards.planner_gate.approval import (
+    Approval,
     _after_approval,
     needs_approval,
-    request_approval,
 )
 from agent_guards.planner_gate.checks import _count
 from agent_guards.planner_gate.core import _coerce, gate_plan
 from agent_guards.planner_gate.goal import Goal
-from agent_guards.planner_gate.model import PlanStatus, PlanVersion, RiskLevel
+from agent_guards.planner_gate.model import PlanStatus, PlanStep, PlanVersion, RiskLevel
 from agent_guards.planner_gate.ops import next_step
 from agent_guards.planner_gate.policy import DEFAULT_POLICY, GUARD, PlannerPolicy
 
@@ -42,6 +42,7 @@ __all__ = [
     "create_planner_gate",
     "merge_plans",
     "progress_update",
+    "request_approval",
 ]
 
 EXECUTED_KEY = "executed_since_plan"
@@ -313,3 +314,39 @@ def add_planner_gate(
         labels.setdefault(target, []).append(route)
     builder.add_node(name, node, destinations={k: "/".join(v) for k, v in labels.items()})
     return builder
+
+
+def request_approval(
+    step: PlanStep, *, version: int | None = None, question: str | None = None
+) -> Approval:
+    """Pause the graph (``interrupt``) until a human approves or rejects ``step``.
+
+    Call it inside a node; the graph needs a checkpointer. Resume with
+    ``graph.invoke(Command(resume=True), config)`` (or ``"reject"``, or a mapping, see
+    :meth:`Approval.from_resume`). On resume the node runs again from the top, so keep
+    what precedes this call deterministic (the gate's decision is).
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> from langgraph.graph import START, StateGraph
+        >>> from langgraph.types import Command
+        >>> from agent_guards import PlanStep
+        >>> from agent_guards.planner_gate import request_approval
+        >>> step = PlanStep("s1", "wire money", tool="pay", risk="high")
+        >>> app = (StateGraph(dict).add_node("ask", lambda s: {"by": request_approval(step).by})
+        ...        .add_edge(START, "ask").compile(checkpointer=InMemorySaver()))
+        >>> cfg = {"configurable": {"thread_id": "1"}}
+        >>> app.invoke({}, cfg)["__interrupt__"][0].value["question"]
+        "Approve step 's1' (wire money), risk high?"
+        >>> app.invoke(Command(resume={"approved": True, "by": "ops"}), cfg)
+        {'by': 'ops'}
+    """
+    payload = {
+        "type": "plan_step_approval",
+        "version": version,
+        "step": step.to_dict(),
+        "risk": step.risk.value,
+        "question": question
+        or f"Approve step {step.id!r} ({step.description or step.tool}), risk {step.risk.value}?",
+    }
+    return Approval.from_resume(interrupt(payload), step_id=step.id)

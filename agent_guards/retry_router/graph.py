@@ -58,6 +58,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Hashable
+from functools import partial
 from typing import Annotated, Any, cast
 
 from langchain_core.messages import AIMessage, AnyMessage
@@ -67,7 +68,6 @@ from langgraph.graph.message import add_messages
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, RetryRoute, Verdict
-from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.state import GuardState
 from agent_guards.core.stopping import answer_pending, final_message
 from agent_guards.graph import state_messages
@@ -117,13 +117,8 @@ def _check(policy: RetryRouterPolicy | None) -> RetryRouterPolicy:
 def _decide(
     state: Any, config: RunnableConfig, policy: RetryRouterPolicy, key: str
 ) -> GuardDecision:
-    def on_invalid(err: InvalidInputError) -> GuardDecision:
-        return _node.invalid_input(GUARD, err, policy=policy.label, verdict=Verdict.CONTINUE)
-
-    def core(s: Any, _c: RunnableConfig) -> GuardDecision:
-        return route_failures(state_messages(s, key), policy=policy)
-
-    return _node.stamp(_node.guarded(core, on_invalid)(state, config), config)
+    core = partial(route_failures, policy=policy)
+    return _node.decide_on_messages(GUARD, core, state, config, policy=policy.label, key=key)
 
 
 def create_retry_router(

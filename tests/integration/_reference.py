@@ -31,7 +31,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from agent_guards import Budget, EvidencePolicy, GuardDecision, guard_serializer
-from agent_guards.graphs.demo import open_persistence
 from agent_guards.graphs.plan_execute import Policies, build_graph
 from agent_guards.graphs.scenarios import (
     CONTINUE,
@@ -43,6 +42,7 @@ from agent_guards.graphs.scenarios import (
     seed_memories,
 )
 from agent_guards.memory_resolve import asave_memories, memory_namespace
+from agent_guards.persistence import open_persistence
 from agent_guards.testing import tool_call_message
 
 __all__ = [

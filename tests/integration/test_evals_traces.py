@@ -338,3 +338,11 @@ def test_cases_from_a_reference_graph_thread_with_delta_channels(tmp_path: Path,
     if name == "planner_loop":  # each replan is judged against every earlier version
         assert [len(c.input["versions"]) for c in planner] == [1, 2, 3, 4]
     assert run_cases(planner + evidence).failed == []
+
+
+@pytest.mark.parametrize("draft", [cases_from_thread, draft_cases])
+def test_a_misspelled_option_is_refused_with_the_allowed_ones(draft: Any) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['slise'\]; allowed: slice"):
+        draft(InMemorySaver(), "t1", slise="x")

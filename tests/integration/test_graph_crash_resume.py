@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agent_guards.graphs.demo import open_persistence
 from agent_guards.graphs.scenarios import scenario_config
+from agent_guards.persistence import open_persistence
 from tests.integration._crash_worker import THREAD
 from tests.integration._reference import (
     calls_logged,

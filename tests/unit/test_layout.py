@@ -30,6 +30,7 @@ GUARDS = (
 ADAPTERS = {
     "graph.py": "the plumbing every guard's graph.py shares",
     "serde.py": "checkpoint serialization and delta channels",
+    "persistence.py": "SQLite / PostgreSQL checkpointers and stores",
     "tracing.py": "run metadata for LangSmith",
     "tool_guard/": "the ToolNode(wrap_tool_call=...) wrapper",
     "middleware/": "create_agent middleware",
@@ -37,9 +38,7 @@ ADAPTERS = {
     "evals/": "evaluations over recorded threads and checkpointers",
     "memory_resolve/store.py": "memories in a LangGraph BaseStore",
     "context_guard/archive.py": "archived tool results in a BaseStore, and their reader tool",
-    "context_guard/node.py": "the context_guard node",
     "retry_router/breaker.py": "breaker state in a BaseStore (type only)",
-    "planner_gate/approval.py": "human approval through interrupt()",
 }
 PURE_ROLES = ("core.py", "policy.py", "model.py")
 
