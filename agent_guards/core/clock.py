@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+
+from agent_guards.core.fields import to_datetime
+from agent_guards.core.policy import is_number
 
 __all__ = ["now_from_config"]
 
@@ -33,13 +36,12 @@ def now_from_config(config: RunnableConfig | None = None) -> datetime:
         value = value()
     if value is None:
         return datetime.now(timezone.utc)
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if is_number(value):
         return datetime.fromtimestamp(float(value), tz=timezone.utc)
-    if isinstance(value, str):
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    if isinstance(value, (str, date)):  # a datetime is a date too
+        parsed = to_datetime(value, item=None, field=f"configurable.{CONFIG_NOW_KEY}")
+        assert parsed is not None
+        return parsed
     raise TypeError(
         f"configurable[{CONFIG_NOW_KEY!r}] must be a datetime, ISO string, POSIX seconds "
         f"or a callable, got {type(value).__name__}"

@@ -125,7 +125,7 @@ def call_signature(
     return f"{name}:{canonical_args(args, ignore_keys=ignore)}"
 
 
-_REUSE_LINE = re.compile(r"\A\[loop_check\][^\n]*(?:\n|\Z)")
+REUSE_LINE = re.compile(r"\A\[loop_check\][^\n]*(?:\n|\Z)")
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):\n(?:[ \t]+[^\n]*\n?)*")
 _UUID = re.compile(
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
@@ -163,7 +163,7 @@ def normalize_result(text: str, *, extra: Sequence[Normalizer] = ()) -> str:
         >>> normalize_result("Rows=3", extra=[str.lower])
         'rows=3'
     """
-    out = _REUSE_LINE.sub("", text) if text.startswith("[loop_check]") else text
+    out = REUSE_LINE.sub("", text) if text.startswith("[loop_check]") else text
     low = out.lower()
     if "traceback" in low:
         out = _TRACEBACK.sub("", out)

@@ -25,7 +25,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from agent_guards.core.decision import GuardDecision
 from agent_guards.core.errors import trip_message
-from agent_guards.core.signatures import _REUSE_LINE, content_text
+from agent_guards.core.signatures import REUSE_LINE, content_text
 
 __all__ = ["answer_pending", "final_message", "partial_results"]
 
@@ -77,7 +77,7 @@ def partial_results(messages: Sequence[Any], *, limit: int = 5, chars: int = 300
     for message in reversed(messages[-200:]):
         if not isinstance(message, ToolMessage) or message.status == "error":
             continue
-        text = " ".join(_REUSE_LINE.sub("", content_text(message.content)).split())
+        text = " ".join(REUSE_LINE.sub("", content_text(message.content)).split())
         if not text or text in seen:
             continue
         seen.add(text)

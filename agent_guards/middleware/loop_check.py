@@ -18,7 +18,7 @@ from agent_guards.core.stopping import answer_pending, final_message
 from agent_guards.loop_check.core import detect_loop
 from agent_guards.loop_check.graph import nudge_text
 from agent_guards.loop_check.policy import LoopPolicy
-from agent_guards.middleware.state import GuardAgentState, _safe
+from agent_guards.middleware.state import GuardAgentState, safe_decision
 from agent_guards.tool_guard.wrapper import ToolCallGuard
 
 __all__ = ["LoopGuardMiddleware"]
@@ -57,7 +57,7 @@ class LoopGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
 
     def _decide(self, state: Any, runtime: Runtime[Any]) -> GuardDecision:
         messages = list(state.get("messages") or ())
-        decision = _safe(
+        decision = safe_decision(
             "loop_check", self.policy.label, lambda: detect_loop(messages, policy=self.policy)
         )
         return _node.stamp(decision, getattr(runtime, "config", None))

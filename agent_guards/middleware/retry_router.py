@@ -14,7 +14,7 @@ from langgraph.store.base import BaseStore
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision
-from agent_guards.middleware.state import GuardAgentState, _safe
+from agent_guards.middleware.state import GuardAgentState, safe_decision
 from agent_guards.retry_router.breaker import CircuitBreaker
 from agent_guards.retry_router.core import route_failures
 from agent_guards.retry_router.graph import finish_messages
@@ -106,7 +106,7 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
     def before_model(self, state: GuardAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """End the run on refuse / clarify / abstain / fallback; otherwise let the model go on."""
         messages = list(state.get("messages") or ())
-        decision = _safe(
+        decision = safe_decision(
             "retry_router", self.policy.label, lambda: route_failures(messages, policy=self.policy)
         )
         if decision.data.get("route") not in ("refuse", "clarify", "abstain", "fallback"):

@@ -33,7 +33,7 @@ class GuardAgentState(AgentState[Any]):
     usage: NotRequired[Annotated[Usage, merge_usage]]
 
 
-def _safe(guard: str, policy: str, decide: Callable[[], GuardDecision]) -> GuardDecision:
+def safe_decision(guard: str, policy: str, decide: Callable[[], GuardDecision]) -> GuardDecision:
     try:
         return decide()
     except InvalidInputError as err:

@@ -1,4 +1,4 @@
-"""Validation helpers shared by the plan records. Private.
+"""Validation helpers shared by the plan records.
 
 Each raises :class:`~agent_guards.core.errors.InvalidInputError` naming the item and field.
 """
@@ -13,7 +13,7 @@ from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.policy import duration_of, is_int
 
 
-def _enum(cls: type[Any], value: Any, *, item: str, name: str) -> Any:
+def check_enum(cls: type[Any], value: Any, *, item: str, name: str) -> Any:
     if isinstance(value, cls):
         return value
     try:
@@ -25,7 +25,7 @@ def _enum(cls: type[Any], value: Any, *, item: str, name: str) -> Any:
         ) from None
 
 
-def _strs(value: Any, *, item: str, name: str) -> tuple[str, ...]:
+def check_strs(value: Any, *, item: str, name: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -40,7 +40,7 @@ def _strs(value: Any, *, item: str, name: str) -> tuple[str, ...]:
     return out
 
 
-def _text(value: Any, *, item: str, name: str, optional: bool = False) -> Any:
+def check_text(value: Any, *, item: str, name: str, optional: bool = False) -> Any:
     if value is None and optional:
         return None
     if not isinstance(value, str):
@@ -48,7 +48,7 @@ def _text(value: Any, *, item: str, name: str, optional: bool = False) -> Any:
     return value
 
 
-def _count(value: Any, *, item: str | None, name: str, minimum: int = 0) -> int:
+def check_count(value: Any, *, item: str | None, name: str, minimum: int = 0) -> int:
     if not is_int(value, minimum):
         raise InvalidInputError(
             f"must be an int >= {minimum}, got {value!r}", item=item, field=name
@@ -57,7 +57,7 @@ def _count(value: Any, *, item: str | None, name: str, minimum: int = 0) -> int:
     return checked
 
 
-def _duration(value: Any, *, item: str, name: str) -> float | None:
+def check_step_duration(value: Any, *, item: str, name: str) -> float | None:
     """Seconds > 0 from a number or a timedelta; None passes."""
     if value is None:
         return None

@@ -15,16 +15,17 @@ from typing import Any
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.planner_gate.checks import _count
+from agent_guards.planner_gate.checks import check_count
 from agent_guards.planner_gate.goal import missing_constraints as goal_missing
 from agent_guards.planner_gate.model import PlanStatus, PlanStep, PlanTrigger, PlanVersion
 from agent_guards.planner_gate.ops import next_step
 from agent_guards.planner_gate.policy import DEFAULT_POLICY, GUARD, PlannerPolicy, plan_similarity
 
-__all__ = ["RULES", "GateContext", "gate_plan"]
+__all__ = ["RULES", "GateContext", "coerce_versions", "gate_plan"]
 
 
-def _coerce(versions: Any) -> list[PlanVersion]:
+def coerce_versions(versions: Any) -> list[PlanVersion]:
+    """Plan versions (or mappings) as a checked list: increasing versions, earlier parents."""
     if isinstance(versions, (str, bytes, PlanVersion)) or not isinstance(versions, Iterable):
         raise InvalidInputError(
             f"expected a list of plan versions, got {type(versions).__name__}", field="versions"
@@ -431,12 +432,10 @@ def gate_plan(
     >>> d.verdict, d.reason, d.selected_ids
     (<Verdict.EXECUTE: 'execute'>, 'critique_only', ('v1',))
     """
-    pol = policy if policy is not None else DEFAULT_POLICY
-    if not isinstance(pol, PlannerPolicy):
-        raise TypeError(f"policy must be a PlannerPolicy, got {type(pol).__name__}")
-    plans = _coerce(versions)
-    executed = _count(executed_steps, item=None, name="executed_steps")
-    observed = _count(observations, item=None, name="observations")
+    pol = PlannerPolicy.coerce(policy, default=DEFAULT_POLICY)
+    plans = coerce_versions(versions)
+    executed = check_count(executed_steps, item=None, name="executed_steps")
+    observed = check_count(observations, item=None, name="observations")
     ctx = _context(plans, pol, executed=executed, observed=observed, goal=goal, tools=tools)
     for rule in RULES:
         decision = rule(ctx)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.planner_gate.checks import _strs, _text
+from agent_guards.planner_gate.checks import check_strs, check_text
 
 __all__ = ["Goal", "missing_constraints"]
 
@@ -58,7 +58,7 @@ class Goal:
     dimensions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _text(self.intent, item="goal", name="intent")
+        check_text(self.intent, item="goal", name="intent")
         if not isinstance(self.constraints, Mapping) or not all(
             isinstance(k, str) and k for k in self.constraints
         ):
@@ -69,7 +69,7 @@ class Goal:
             )
         object.__setattr__(self, "constraints", dict(self.constraints))
         for name in ("required", "dimensions"):
-            object.__setattr__(self, name, _strs(getattr(self, name), item="goal", name=name))
+            object.__setattr__(self, name, check_strs(getattr(self, name), item="goal", name=name))
 
     def missing(self) -> tuple[str, ...]:
         """Required constraints without a usable value, in ``required`` order."""
@@ -89,5 +89,5 @@ def missing_constraints(goal: Goal, required: Iterable[str] | None = None) -> tu
     """
     if required is None:
         return goal.missing()
-    names = _strs(tuple(required), item="goal", name="required")
+    names = check_strs(tuple(required), item="goal", name="required")
     return tuple(n for n in names if _missing(goal.constraints.get(n)))

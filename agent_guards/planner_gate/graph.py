@@ -27,8 +27,8 @@ from agent_guards.planner_gate.approval import (
     _after_approval,
     needs_approval,
 )
-from agent_guards.planner_gate.checks import _count
-from agent_guards.planner_gate.core import _coerce, gate_plan
+from agent_guards.planner_gate.checks import check_count
+from agent_guards.planner_gate.core import coerce_versions, gate_plan
 from agent_guards.planner_gate.goal import Goal
 from agent_guards.planner_gate.model import PlanStatus, PlanStep, PlanVersion, RiskLevel
 from agent_guards.planner_gate.ops import next_step
@@ -108,8 +108,8 @@ def progress_update(*, executed: int = 0, observations: int = 0) -> dict[str, in
     {'executed_since_plan': 1, 'observations_since_plan': 2}
     """
     return {
-        EXECUTED_KEY: _count(executed, item=None, name="executed"),
-        OBSERVED_KEY: _count(observations, item=None, name="observations"),
+        EXECUTED_KEY: check_count(executed, item=None, name="executed"),
+        OBSERVED_KEY: check_count(observations, item=None, name="observations"),
     }
 
 
@@ -251,7 +251,7 @@ def create_planner_gate(
     _check_names(name=name, plans_key=plans_key, goal_key=goal_key)
 
     def decide(state: Any, config: RunnableConfig) -> Command[Any]:
-        versions = _coerce(state_value(state, plans_key) or [])
+        versions = coerce_versions(state_value(state, plans_key) or [])
         executed, observed = (
             state_value(state, EXECUTED_KEY, 0),
             state_value(state, OBSERVED_KEY, 0),

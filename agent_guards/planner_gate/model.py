@@ -28,7 +28,13 @@ from typing import Any
 from agent_guards.core.decision import StrEnum
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import from_mapping
-from agent_guards.planner_gate.checks import _count, _duration, _enum, _strs, _text
+from agent_guards.planner_gate.checks import (
+    check_count,
+    check_enum,
+    check_step_duration,
+    check_strs,
+    check_text,
+)
 
 __all__ = [
     "FINISHED",
@@ -169,23 +175,23 @@ class PlanStep:
                 f"a step needs a non-empty string id, got {self.id!r}", field="id"
             )
         item, put = self.id, object.__setattr__
-        _text(self.description, item=item, name="description")
-        _text(self.tool, item=item, name="tool", optional=True)
-        _text(self.fallback, item=item, name="fallback", optional=True)
-        _text(self.done_when, item=item, name="done_when")
-        _text(self.note, item=item, name="note")
+        check_text(self.description, item=item, name="description")
+        check_text(self.tool, item=item, name="tool", optional=True)
+        check_text(self.fallback, item=item, name="fallback", optional=True)
+        check_text(self.done_when, item=item, name="done_when")
+        check_text(self.note, item=item, name="note")
         if not isinstance(self.args, Mapping):
             raise InvalidInputError(
                 f"args must be a mapping, got {self.args!r}", item=item, field="args"
             )
         put(self, "args", dict(self.args))
         for name in ("depends_on", "evidence_ids", "call_ids"):
-            put(self, name, _strs(getattr(self, name), item=item, name=name))
+            put(self, name, check_strs(getattr(self, name), item=item, name=name))
         if self.id in self.depends_on:
             raise InvalidInputError("a step cannot depend on itself", item=item, field="depends_on")
-        put(self, "status", _enum(StepStatus, self.status, item=item, name="status"))
-        put(self, "risk", _enum(RiskLevel, self.risk, item=item, name="risk"))
-        put(self, "timeout_s", _duration(self.timeout_s, item=item, name="timeout_s"))
+        put(self, "status", check_enum(StepStatus, self.status, item=item, name="status"))
+        put(self, "risk", check_enum(RiskLevel, self.risk, item=item, name="risk"))
+        put(self, "timeout_s", check_step_duration(self.timeout_s, item=item, name="timeout_s"))
         if self.approved is not None and not isinstance(self.approved, bool):
             raise InvalidInputError(
                 f"must be True, False or None, got {self.approved!r}", item=item, field="approved"
@@ -239,7 +245,7 @@ class PlanVersion:
     observations: int = 0
 
     def __post_init__(self) -> None:
-        _count(self.version, item=None, name="version", minimum=1)
+        check_count(self.version, item=None, name="version", minimum=1)
         item, put = self.id, object.__setattr__
         if isinstance(self.steps, (str, Mapping)) or not isinstance(self.steps, Iterable):
             raise InvalidInputError(
@@ -247,9 +253,9 @@ class PlanVersion:
             )
         steps = tuple(PlanStep.from_dict(s) for s in self.steps)
         put(self, "steps", steps)
-        put(self, "trigger", _enum(PlanTrigger, self.trigger, item=item, name="trigger"))
-        put(self, "status", _enum(PlanStatus, self.status, item=item, name="status"))
-        _text(self.reason, item=item, name="reason")
+        put(self, "trigger", check_enum(PlanTrigger, self.trigger, item=item, name="trigger"))
+        put(self, "status", check_enum(PlanStatus, self.status, item=item, name="status"))
+        check_text(self.reason, item=item, name="reason")
         if self.parent is not None and (
             isinstance(self.parent, bool)
             or not isinstance(self.parent, int)
@@ -260,8 +266,8 @@ class PlanVersion:
                 item=item,
                 field="parent",
             )
-        _count(self.executed_steps, item=item, name="executed_steps")
-        _count(self.observations, item=item, name="observations")
+        check_count(self.executed_steps, item=item, name="executed_steps")
+        check_count(self.observations, item=item, name="observations")
         _check_graph(steps)
 
     @property

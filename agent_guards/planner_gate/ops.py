@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.planner_gate.checks import _enum, _strs
+from agent_guards.planner_gate.checks import check_enum, check_strs
 from agent_guards.planner_gate.model import FINISHED, PlanStatus, PlanStep, PlanVersion, StepStatus
 
 __all__ = ["carry_over", "current_plan", "mark_step", "next_step", "runnable_steps"]
@@ -82,7 +82,7 @@ def mark_step(
     (<StepStatus.FAILED: 'failed'>, 'timeout')
     """
     old = version.step(step_id)
-    new_status = _enum(StepStatus, status, item=step_id, name="status")
+    new_status = check_enum(StepStatus, status, item=step_id, name="status")
     if old.status in _TERMINAL and new_status is not old.status:
         raise InvalidInputError(
             f"step is already {old.status.value}; cannot become {new_status.value}",
@@ -93,11 +93,16 @@ def mark_step(
         "status": new_status,
         "evidence_ids": tuple(
             dict.fromkeys(
-                (*old.evidence_ids, *_strs(tuple(evidence_ids), item=step_id, name="evidence_ids"))
+                (
+                    *old.evidence_ids,
+                    *check_strs(tuple(evidence_ids), item=step_id, name="evidence_ids"),
+                )
             )
         ),
         "call_ids": tuple(
-            dict.fromkeys((*old.call_ids, *_strs(tuple(call_ids), item=step_id, name="call_ids")))
+            dict.fromkeys(
+                (*old.call_ids, *check_strs(tuple(call_ids), item=step_id, name="call_ids"))
+            )
         ),
     }
     if note is not None:

@@ -16,7 +16,7 @@ from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.history import Action, scan_actions
-from agent_guards.core.signatures import _REUSE_LINE, REUSE_PREFIX, call_signature, content_text
+from agent_guards.core.signatures import REUSE_LINE, REUSE_PREFIX, call_signature, content_text
 from agent_guards.graph import state_messages
 from agent_guards.loop_check.policy import LoopPolicy
 from agent_guards.retry_router.classify import failure_of
@@ -179,7 +179,7 @@ def _reuse(
         meta: dict[str, Any] = {"reused_from": source, "duplicate": True}
         artifact, status = None, "success"
     else:
-        body = _REUSE_LINE.sub("", content_text(original.content))
+        body = REUSE_LINE.sub("", content_text(original.content))
         content = (
             f"{REUSE_PREFIX}Same call as {source}: answered from that result, not "
             f"executed again. Repeating it will not change the answer.\n{body}"
