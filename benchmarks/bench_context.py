@@ -2,7 +2,7 @@
 
 Rows: time per call at 100 / 1,000 / 10,000 messages (a ReAct history of tool calls and
 results that is over the window, so it compresses), the growth ratios measured in the same
-run, the no-op cost under the threshold, and tokens saved; plus the seed's "1 -> 100 -> 1000
+run, the no-op cost under the threshold, and tokens saved; plus the "1 -> 100 -> 1000
 requirement docs" case, which fits by archiving.
 """
 

@@ -1,4 +1,4 @@
-"""Evaluate the guards: slices of cases, the seed's metrics, a case-level regression gate.
+"""Evaluate the guards: slices of cases, the evaluation metrics, a case-level regression gate.
 
 Cases are JSONL lines (:mod:`agent_guards.evals.cases`); each names a kind whose runner
 (:mod:`agent_guards.evals.kinds`) feeds its input to a guard and observes what it decided.

@@ -1,4 +1,4 @@
-"""The seed's metrics, computed from case results. Each has one written formula.
+"""The evaluation metrics, computed from case results. Each has one written formula.
 
 Notation, over the cases a metric applies to: ``exp`` is what the case expects, ``obs``
 what the guard did. A metric with an empty denominator is ``None`` (not applicable), never 0.

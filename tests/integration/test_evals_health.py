@@ -1,4 +1,4 @@
-"""Planning health (seed 002) over final states of real runs of a planner_gate graph."""
+"""Planning health over final states of real runs of a planner_gate graph."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ class PlanGraphState(EvidenceState, MemoryState, PlanState):
 
 
 def plan_graph(saver: Any, store: Any) -> Any:
-    """memory_resolve -> evidence_resolve -> planner (seed 000's critique loop) -> planner_gate."""
+    """memory_resolve -> evidence_resolve -> planner (critique-only replans) -> planner_gate."""
 
     def planner(state: PlanGraphState) -> dict[str, Any]:
         return {"plans": [DRAFTS[len(state.get("plans") or [])]]}

@@ -1,6 +1,6 @@
 """Budgets on the reference graph: a stop returns the confirmed part, and never a fresh quota.
 
-Seed 003: a run that hits its budget answers with what is confirmed and what is missing,
+A run that hits its budget answers with what is confirmed and what is missing,
 not an error; budgets are cumulative per thread, so a second turn, a retry or a resume
 keeps counting where the thread left off.
 """

@@ -1,4 +1,4 @@
-"""Approval and cancel on the reference graph (seed 002's cancel protocol).
+"""Approval and cancel on the reference graph: the cancel protocol.
 
 A high-risk step pauses in planner_gate (``interrupt``); ``Command(resume=True)`` runs it;
 ``Command(resume={"cancel": ...})`` stops new calls, runs the compensation hooks of the

@@ -1,4 +1,4 @@
-"""The six seed scenarios on the reference graph: route, key decisions, cost, persistence.
+"""The six demo scenarios on the reference graph: route, key decisions, cost, persistence.
 
 Each scenario runs on InMemorySaver and on SqliteSaver (a file, ``guard_serializer()``,
 strict msgpack), sync and async; both paths must give the same decisions, the same usage
@@ -104,7 +104,7 @@ def test_the_table_covers_every_builtin_scenario() -> None:
 
 
 def _check_specifics(name: str, state: dict[str, Any]) -> None:
-    """What each seed trace is about, beyond the route."""
+    """What each scenario's trace is about, beyond the route."""
     outcome = state["outcome"]
     log: list[GuardDecision] = state["guard_log"]
     if name == "procurement_threshold":

@@ -1,4 +1,4 @@
-"""planner_gate inside compiled graphs: seed 000's loop, execution feedback, approval, replay."""
+"""planner_gate inside compiled graphs: critique loops, execution feedback, approval, replay."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def finish(name: str) -> Any:
     return node
 
 
-# --- seed 000: the planner that critiques itself instead of executing --------------------
+# --- the planner that critiques itself instead of executing -------------------------------
 
 SEED_SCRIPT = [
     draft(["收集资料", "分析", "输出"]),
@@ -369,7 +369,7 @@ def same(d: GuardDecision) -> dict[str, Any]:
 
 
 class SeedPlanner:
-    """Deterministic planner (no model): the seed's rounds, indexed by how many plans exist."""
+    """Deterministic planner (no model): the critique rounds, indexed by how many plans exist."""
 
     def __call__(self, state: State) -> dict[str, Any]:
         n = len(state.get("plans") or [])

@@ -285,7 +285,7 @@ def test_fit_is_deterministic_and_idempotent() -> None:
     assert not again.changed and again.verdict == Verdict.CONTINUE
 
 
-# -- the seed's "1 -> 100 -> 1000 requirement docs" --------------------------------------
+# -- "1 -> 100 -> 1000 requirement docs" ---------------------------------------------------
 
 
 @pytest.mark.parametrize("docs", [1, 100, 1000])

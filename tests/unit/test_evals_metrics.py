@@ -1,4 +1,4 @@
-"""The seed's metrics (one formula each), the case-level diff and the saved run."""
+"""The evaluation metrics (one formula each), the case-level diff and the saved run."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ def ev(id: str, value: Any, claim: str = "k", **kw: Any) -> Evidence:
 
 
 # fmt: off
-SEED = [  # seed 000, with the FAQ as the different claim it is
+SEED = [  # procurement approval limit 2024 vs 2026, with the FAQ as the different claim it is
     ev("policy_2024", "100w", "approval_limit", source_type="official", version="2024", updated_at="2024-06-01", confidence=0.95),
     ev("policy_2026", "50w", "approval_limit", source_type="official", version="2026", updated_at="2026-01-01", confidence=0.93),
     ev("faq", "important contracts need approval records", "approval_records", source_type="internal", version="2025", updated_at="2025-08-01", confidence=0.70),

@@ -459,7 +459,7 @@ def _walk(cb: CircuitBreaker, events: list[tuple[float, bool]]) -> list[str]:
     [
         ([(0, False), (1, False)], ["closed", "closed"]),
         ([(0, False), (1, False), (2, False)], ["closed", "closed", "open"]),
-        # a success takes one failure off the count (seed 001)
+        # a success takes one failure off the count
         ([(0, False), (1, True), (2, False), (3, False)], ["closed"] * 4),
         ([(0, False), (1, True), (2, False), (3, False), (4, False)], ["closed"] * 4 + ["open"]),
         ([(0, False)] * 3 + [(40, True)], ["closed", "closed", "open", "half_open"]),

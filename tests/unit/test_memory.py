@@ -47,7 +47,7 @@ def rec(id: str, value: Any, key: str = "fmt", **kw: Any) -> MemoryRecord:
     return MemoryRecord(id, key, value, **kw)
 
 
-PDF = rec("m_pdf", "pdf", created_at="2026-01-01")  # seed: stored three months ago
+PDF = rec("m_pdf", "pdf", created_at="2026-01-01")  # stored three months ago
 MD_NOW = rec("t_md", "markdown", source="user_explicit", created_at=NOW)  # "Markdown this time"
 
 INFERRED_OK = {"policy": MemoryPolicy(inject_inferred=True)}
