@@ -1,5 +1,5 @@
 """The LangGraph-free vocabulary every guard shares: decisions, verdicts, the error tree,
-the policy base, the guard channels, the run's clock, and the message-history scanning
+the policy base, tool effects, the guard channels, the run's clock, and the message-history scanning
 guards read.
 """
 
@@ -13,6 +13,13 @@ from agent_guards.core.decision import (
     RetryRoute,
     Verdict,
     parse_verdict,
+)
+from agent_guards.core.effects import (
+    Effect,
+    ToolEffects,
+    annotate_tool,
+    effect_from_metadata,
+    effects_of_tools,
 )
 from agent_guards.core.errors import (
     AgentGuardError,
@@ -40,6 +47,7 @@ __all__ = [
     "BudgetExceeded",
     "CircuitOpen",
     "ContextRoute",
+    "Effect",
     "EvidenceRoute",
     "GuardDecision",
     "GuardState",
@@ -50,10 +58,14 @@ __all__ = [
     "PlannerRoute",
     "Policy",
     "RetryRoute",
+    "ToolEffects",
     "ToolFailure",
     "Usage",
     "Verdict",
+    "annotate_tool",
     "check_policy",
+    "effect_from_metadata",
+    "effects_of_tools",
     "keep_last",
     "merge_usage",
     "now_from_config",

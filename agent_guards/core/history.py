@@ -20,7 +20,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.messages import (
@@ -31,6 +31,7 @@ from langchain_core.messages import (
     convert_to_messages,
 )
 
+from agent_guards.core.effects import EFFECT_KEY, Effect, ToolEffects
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import (
     DEFAULT_GUARD_NAMES,
@@ -46,7 +47,13 @@ from agent_guards.core.signatures import (
     normalize_result,
 )
 
-__all__ = ["Action", "ScanOptions", "latest_batch", "scan_actions"]
+__all__ = [
+    "Action",
+    "ScanOptions",
+    "latest_batch",
+    "recorded_effect",
+    "scan_actions",
+]
 
 
 def _evidence_ids(artifact: Any) -> frozenset[str] | None:
@@ -105,6 +112,8 @@ class Action:
     ai_position: int
     text: str = ""
     attempts: int = 1
+    effect: Effect = Effect.READ
+    """What the call may do to the world (a text reply changes nothing)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,10 @@ class ScanOptions:
     ignore_keys: frozenset[str] = DEFAULT_IGNORED_ARG_KEYS
     scope_keys: frozenset[str] = DEFAULT_SCOPE_KEYS
     normalizers: tuple[Normalizer, ...] = ()
+    effects: ToolEffects = field(default_factory=ToolEffects)
+    """Effect classes the policy declares (they win over what the history records)."""
+    declared: Mapping[str, Effect] = field(default_factory=dict)
+    """Effects declared by the tools themselves, by name (e.g. from their annotations)."""
 
 
 def _as_message(item: Any, index: int) -> BaseMessage:
@@ -178,7 +191,15 @@ def _tool_action(
         answer,
         position,
         attempts=_attempts(answer) if answer is not None else 1,
+        effect=opts.effects.of(name, recorded_effect(answer) or opts.declared.get(name)),
     )
+
+
+def recorded_effect(answer: ToolMessage | None) -> str | None:
+    """The effect the tool wrapper recorded on the result of the call it executed."""
+    meta = answer.response_metadata.get("agent_guards") if answer is not None else None
+    value = meta.get(EFFECT_KEY) if isinstance(meta, Mapping) else None
+    return value if isinstance(value, str) else None
 
 
 _Outcome = tuple[Literal["pending", "ok", "error"], str | None, frozenset[str] | None, int, bool]

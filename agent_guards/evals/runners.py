@@ -17,7 +17,8 @@ Example:
     >>> out["verdicts"], out["reason"], out["aborted"], out["replans"]
     (['execute', 'execute', 'clarify'], 'no_new_evidence', True, 0)
     >>> calls = [{"call": "search", "args": {"q": "rates"}, "result": "4%"}] * 5
-    >>> out = run_loop({"messages": [{"type": "human", "content": "rates?"}, *calls]})
+    >>> transcript = [{"type": "human", "content": "rates?"}, *calls]
+    >>> out = run_loop({"messages": transcript, "effects": {"read_only": ["search"]}})
     >>> out["verdicts"], out["executions"], out["unguarded_tool_calls"]
     (['nudge', 'stop'], 1, 5)
 """
@@ -31,6 +32,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from agent_guards.core.decision import GuardDecision, Verdict
+from agent_guards.core.effects import ToolEffects
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.history import scan_actions
 from agent_guards.evals.jsonform import messages_from_json, to_jsonable
@@ -190,10 +192,37 @@ def _turn_ends(messages: list[Any], i: int) -> bool:
     return isinstance(m, AIMessage) and not m.tool_calls
 
 
+def _effects(value: Any) -> ToolEffects:
+    """``input.effects``: ``{"read_only": [...], "idempotent": [...], "writes": [...]}``."""
+    if not isinstance(value, Mapping):
+        raise InvalidInputError("must be an object of tool-name lists", field="input.effects")
+    unknown = sorted(set(value) - {"read_only", "idempotent", "writes"})
+    if unknown:
+        raise InvalidInputError(
+            f"unknown keys {unknown}; allowed: read_only, idempotent, writes",
+            field="input.effects",
+        )
+    try:
+        return ToolEffects(
+            read_only=frozenset(value.get("read_only", ())),
+            idempotent=frozenset(value.get("idempotent", ())),
+            writes=frozenset(value.get("writes", ())),
+        )
+    except (TypeError, ValueError) as err:
+        raise InvalidInputError(str(err), field="input.effects") from None
+
+
+def _as_guarded(messages: list[Any], answers: Mapping[str, ToolMessage]) -> list[Any]:
+    """The transcript as the guarded run would hold it: answered calls carry the guard's answer."""
+    return [answers.get(m.tool_call_id, m) if isinstance(m, ToolMessage) else m for m in messages]
+
+
 def run_loop(data: Mapping[str, Any], *, policies: EvalPolicies | None = None) -> dict[str, Any]:
     """Replay a transcript under loop_check: reuse, nudge, stop (see the module docstring)."""
-    check_input(data, ("messages", "policy"), "loop")
+    check_input(data, ("messages", "policy", "effects"), "loop")
     policy = with_options((policies or EvalPolicies()).loop, data.get("policy"))
+    if data.get("effects") is not None:
+        policy = replace(policy, effects=_effects(data["effects"]))
     messages = messages_from_json(data.get("messages") or [])
     ais = [m for m in messages if isinstance(m, AIMessage)]
     total = sum(len(m.tool_calls) for m in ais)
@@ -201,26 +230,30 @@ def run_loop(data: Mapping[str, Any], *, policies: EvalPolicies | None = None) -
     reused: list[str] = []
     executions = model_calls = 0
     last: GuardDecision | None = None
+    answers: dict[str, ToolMessage] = {}  # what the guard answered instead of running the tool
     try:
         for i, m in enumerate(messages):
             if isinstance(m, AIMessage):
                 model_calls += 1
                 for call in m.tool_calls:
-                    request = _Request({"messages": messages[: i + 1]}, call)
+                    seen = _as_guarded(messages[: i + 1], answers)
+                    request = _Request({"messages": seen}, call)
                     plan = plan_call(request, loop=policy, retry=None)  # type: ignore[arg-type]
                     if plan.kind == "reuse":
                         reused.append(str(call["id"]))
+                        if plan.message is not None:
+                            answers[str(call["id"])] = plan.message
                     else:
                         executions += 1
             if not _turn_ends(messages, i):
                 continue
-            last = detect_loop(messages[: i + 1], policy=policy)
+            last = detect_loop(_as_guarded(messages[: i + 1], answers), policy=policy)
             if last.verdict is not Verdict.CONTINUE:
                 verdicts.append(last.verdict.value)
             if last.verdict in (Verdict.STOP, Verdict.ESCALATE):
                 break
         if last is None:
-            last = detect_loop(messages, policy=policy)
+            last = detect_loop(_as_guarded(messages, answers), policy=policy)
     except InvalidInputError as err:
         return invalid(err, Verdict.CONTINUE, policy.label)
     return decision_fields(last) | {

@@ -32,6 +32,7 @@ from agent_guards import CircuitBreaker, GuardDecision, MemoryRecord, RetryRoute
 from agent_guards.memory_resolve import memory_namespace, save_memories
 from agent_guards.retry_router import Backoff, PermissionDenied, TransientToolError
 from agent_guards.testing import ScriptedChatModel, tool_call_message
+from agent_guards.tool_guard import annotate_tool
 
 from .plan_execute import Policies, build_graph, run_config
 
@@ -315,7 +316,7 @@ def _tools_procurement() -> list[BaseTool]:
         """Search the procurement policies."""
         return _found(PROCUREMENT_DOCS)
 
-    return [search_policies]
+    return [annotate_tool(search_policies, read_only=True)]
 
 
 def _tools_incidents() -> list[BaseTool]:
@@ -335,7 +336,7 @@ def _tools_incidents() -> list[BaseTool]:
             ]
         )
 
-    return [list_incidents]
+    return [annotate_tool(list_incidents, read_only=True)]
 
 
 def _tools_market() -> list[BaseTool]:
@@ -354,7 +355,7 @@ def _tools_market() -> list[BaseTool]:
             ]
         )
 
-    return [search_market]
+    return [annotate_tool(search_market, read_only=True)]
 
 
 def _tools_orders() -> list[BaseTool]:
@@ -373,7 +374,7 @@ def _tools_orders() -> list[BaseTool]:
             ]
         )
 
-    return [get_order]
+    return [annotate_tool(get_order, read_only=True)]
 
 
 def _tools_fx() -> list[BaseTool]:
@@ -382,7 +383,7 @@ def _tools_fx() -> list[BaseTool]:
         """Current exchange rate for a currency pair."""
         raise TransientToolError("429 Too Many Requests", retry_after=0.05, status_code=429)
 
-    return [fx_rate]
+    return [annotate_tool(fx_rate, read_only=True)]
 
 
 def _tools_records() -> list[BaseTool]:
@@ -391,7 +392,7 @@ def _tools_records() -> list[BaseTool]:
         """Delete records from a table."""
         raise PermissionDenied(f"user-7 may not delete from {table}")
 
-    return [delete_records]
+    return [annotate_tool(delete_records, destructive=True)]
 
 
 # Not the default policy, so it says so in every decision it makes (and in eval drafts).

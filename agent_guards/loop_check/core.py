@@ -7,14 +7,15 @@ replay from any checkpoint makes the same decision.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rapidfuzz import fuzz
 
 from agent_guards.core.decision import GuardDecision, Verdict
-from agent_guards.core.history import Action, latest_batch, scan_actions
+from agent_guards.core.effects import Effect
+from agent_guards.core.history import Action, ScanOptions, latest_batch, scan_actions
 from agent_guards.loop_check.policy import PATTERNS, LoopPolicy
 
 __all__ = [
@@ -39,10 +40,27 @@ class Finding:
     """False while a cycle's next round is under way (the count has not moved yet)."""
 
 
+def _new_write(a: Action, writes: set[str]) -> bool:
+    """A call that may have changed the world in a way not seen before in this window.
+
+    An executed call that may write, whose exact signature has not run before: only then
+    can a later read see something new. Repeating the same write is the loop itself (a
+    parse -> generate -> parse ping-pong), so it is no fresh start.
+    """
+    if a.kind != "tool" or not a.effect.changes_world or a.reused or a.signature in writes:
+        return False
+    writes.add(a.signature)
+    return True
+
+
 def _streak(actions: Sequence[Action], signature: str) -> tuple[int, list[str], bool]:
-    count, ids, last, failed = 0, [], None, True
+    count, last, failed = 0, None, True
+    ids: list[str] = []
+    writes: set[str] = set()
     for a in actions:
         if a.signature != signature:
+            if _new_write(a, writes):  # what this call sees may have changed: a fresh start
+                count, ids, last, failed = 0, [], None, True
             continue
         key = None if a.status == "pending" or a.reused else a.result_key
         if key is not None and last is not None and key != last:
@@ -109,7 +127,11 @@ def _no_progress(actions: Sequence[Action], policy: LoopPolicy) -> Finding | Non
     seen_sigs: set[str] = set()
     seen: dict[tuple[tuple[str, str], ...], tuple[set[str], set[str]]] = {}
     run: list[str] = []
+    writes: set[str] = set()
     for a in actions:
+        if _new_write(a, writes):  # progress, and what was read before it may have changed
+            seen_sigs, seen, run = set(), {}, []
+            continue
         if a.kind != "tool" or a.status != "ok" or a.reused or a.tool in policy.exempt_tools:
             continue
         if a.signature in seen_sigs:
@@ -177,10 +199,24 @@ def _default_policy() -> LoopPolicy:
     return LoopPolicy()
 
 
+def _scan_options(policy: LoopPolicy, effects: Mapping[str, Effect | str] | None) -> ScanOptions:
+    opts = policy.scan_options()
+    if not effects:
+        return opts
+    if not isinstance(effects, Mapping):
+        raise TypeError(f"effects must map tool names to effects, got {type(effects).__name__}")
+    return replace(opts, declared={name: Effect(e) for name, e in effects.items()})
+
+
 _SEVERITY = {Verdict.CONTINUE: 0, Verdict.NUDGE: 1, Verdict.STOP: 2, Verdict.ESCALATE: 2}
 
 
-def detect_loop(messages: Sequence[Any], *, policy: LoopPolicy | None = None) -> GuardDecision:
+def detect_loop(
+    messages: Sequence[Any],
+    *,
+    policy: LoopPolicy | None = None,
+    effects: Mapping[str, Effect | str] | None = None,
+) -> GuardDecision:
     """Decide from a message history whether the run is looping: continue, nudge or stop.
 
     Looks at the most recent actions (tool calls with their results, assistant replies) and
@@ -195,7 +231,16 @@ def detect_loop(messages: Sequence[Any], *, policy: LoopPolicy | None = None) ->
     Args:
         messages: The history as a graph holds it (``AIMessage`` with ``tool_calls``,
             ``ToolMessage``, ``HumanMessage``; dicts are converted).
-        policy: Thresholds and what counts as the same action.
+        policy: Thresholds, what counts as the same action, and the tools' effects.
+        effects: Effects the tools declare, by name (``effects_of_tools(tools)``), for
+            histories not written through :class:`ToolCallGuard` (which records each
+            executed call's effect on its result). The policy's sets win over both.
+
+    A call that may change the world (a write, or a tool of unknown effect) between two
+    identical calls starts their count again, and makes the results seen before it
+    stale, so a read after a write and different writes with alike confirmations are
+    progress. Identical calls with nothing written in between are repeats, writes
+    included.
 
     Returns:
         A GuardDecision with verdict CONTINUE, NUDGE, STOP or ESCALATE, reason the pattern
@@ -220,7 +265,7 @@ def detect_loop(messages: Sequence[Any], *, policy: LoopPolicy | None = None) ->
         ('repeated_call', 3)
     """
     policy = LoopPolicy.coerce(policy, default=_default_policy())
-    actions = scan_actions(messages, policy.scan_options())
+    actions = scan_actions(messages, _scan_options(policy, effects))
     found: list[tuple[Verdict, Finding]] = []
     for pattern in PATTERNS:
         if pattern in policy.patterns:

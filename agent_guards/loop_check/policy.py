@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from agent_guards.core.effects import ToolEffects
 from agent_guards.core.errors import check_choice
 from agent_guards.core.history import ScanOptions
 from agent_guards.core.policy import Policy, check_int, check_ratio
@@ -88,6 +89,10 @@ class LoopPolicy(Policy):
     executed, never answered from an earlier result."""
     guard_names: frozenset[str] = DEFAULT_GUARD_NAMES
     """``name`` of guard-added messages: never counted, never a reset."""
+    effects: ToolEffects = field(default_factory=ToolEffects)
+    """What each tool does to the world (explicit sets win over the tools' annotations).
+    Only a read-only call is answered from an earlier result, and only while no other
+    call that may write ran since; an identical write is never run twice silently."""
     name: str = "LoopPolicy"
     """Policy name recorded in decisions."""
     version: int = 1
@@ -137,6 +142,8 @@ class LoopPolicy(Policy):
         if not all(callable(f) for f in self.normalizers):
             raise TypeError(f"LoopPolicy.normalizers must be callables, got {self.normalizers!r}")
         object.__setattr__(self, "normalizers", tuple(self.normalizers))
+        if not isinstance(self.effects, ToolEffects):
+            raise TypeError(f"LoopPolicy.effects must be a ToolEffects, got {self.effects!r}")
         self.check_label()
 
     def limits(self, pattern: str) -> tuple[int | None, int]:
@@ -152,4 +159,5 @@ class LoopPolicy(Policy):
             ignore_keys=self.ignore_arg_keys,
             scope_keys=self.scope_keys,
             normalizers=self.normalizers,
+            effects=self.effects,
         )

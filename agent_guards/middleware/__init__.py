@@ -28,6 +28,8 @@ Example:
     ... def search(q: str) -> str:
     ...     '''Search.'''
     ...     return "rates are 4%"
+    >>> from agent_guards.tool_guard import annotate_tool
+    >>> search = annotate_tool(search, read_only=True)  # it only reads: safe to answer again
     >>> model = ScriptedChatModel(script=[tool_call_message("search", {"q": "rates"})],
     ...                           repeat_last=True)
     >>> agent = create_agent(model, tools=[search],

@@ -7,9 +7,9 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware, hook_config
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.runtime import Runtime
-from langgraph.types import interrupt
+from langgraph.types import Command, interrupt
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
@@ -19,7 +19,8 @@ from agent_guards.loop_check.core import detect_loop
 from agent_guards.loop_check.graph import nudge_text
 from agent_guards.loop_check.policy import LoopPolicy
 from agent_guards.middleware.state import GuardAgentState, safe_decision
-from agent_guards.tool_guard.wrapper import ToolCallGuard
+from agent_guards.tool_guard.plan import Plan
+from agent_guards.tool_guard.wrapper import ToolCallGuard, record_effect
 
 __all__ = ["LoopGuardMiddleware"]
 
@@ -124,11 +125,30 @@ class LoopGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         plan = self._guard.plan(request)
         if plan.kind == "reuse":
             return self._guard.finish(request, self._guard.run_once(request, handler, plan))
-        return handler(request)
+        return _recorded(handler(request), plan)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Async :meth:`wrap_tool_call`."""
         plan = self._guard.plan(request)
         if plan.kind == "reuse":
             return self._guard.finish(request, await self._guard.arun_once(request, handler, plan))
-        return await handler(request)
+        return _recorded(await handler(request), plan)
+
+
+def _recorded(result: Any, plan: Plan) -> Any:
+    """The executed call's result, with its effect recorded for the history scans (also
+    inside the ``Command`` an inner middleware, such as RetryRouterMiddleware, returns)."""
+    effect = plan.effect
+    if effect is None:
+        return result
+    if isinstance(result, ToolMessage):
+        return record_effect(result, effect)
+    if isinstance(result, Command) and isinstance(result.update, dict):
+        update = {
+            key: [record_effect(m, effect) if isinstance(m, ToolMessage) else m for m in value]
+            if key == "messages" and isinstance(value, list)
+            else value
+            for key, value in result.update.items()
+        }
+        return Command(graph=result.graph, goto=result.goto, resume=result.resume, update=update)
+    return result

@@ -7,15 +7,16 @@ message history), so the same state always gives the same plan.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, ToolMessage
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
+from agent_guards.core.effects import Effect, ToolEffects, effect_from_metadata
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.history import Action, scan_actions
+from agent_guards.core.history import Action, recorded_effect, scan_actions
 from agent_guards.core.signatures import REUSE_LINE, REUSE_PREFIX, call_signature, content_text
 from agent_guards.graph import state_messages
 from agent_guards.loop_check.policy import LoopPolicy
@@ -41,6 +42,8 @@ class Plan:
     message: ToolMessage | None = None
     decisions: tuple[GuardDecision, ...] = ()
     prior: tuple[Action, ...] = ()
+    effect: Effect | None = None
+    """The call's effect class; the wrapper records it on the result it executes."""
 
 
 def _latest_ai(messages: Sequence[Any]) -> tuple[int, AIMessage | None]:
@@ -81,38 +84,141 @@ def _plan(
     if retry is not None:
         actions = scan_actions(messages, retry.scan_options())
         prior = tuple(a for a in actions if a.ai_position < position)
+    effect = _effect(request, messages, loop.effects if loop is not None else ToolEffects())
     if existing is not None:
-        return _plan_retry(call, existing, prior, retry)
+        return replace(_plan_retry(call, existing, prior, retry), effect=effect)
     # a poller exempt from loop counting must really run again, so it is never reused either
     never_reuse = loop is not None and call["name"] in loop.no_reuse_tools | loop.exempt_tools
     if loop is None or not loop.reuse_results or never_reuse:
-        return Plan("execute", prior=prior)
-    keys = loop.ignore_arg_keys
-    signature = call_signature(call["name"], call.get("args"), ignore_keys=keys)
+        return Plan("execute", prior=prior, effect=effect)
+    signature = call_signature(call["name"], call.get("args"), ignore_keys=loop.ignore_arg_keys)
+    before = _earlier_in_turn(ai, call)
+    same_turn = _same_turn(call, before, effect, signature, loop)
+    if same_turn is not None:
+        return replace(same_turn, prior=prior, effect=effect)
+    opts = replace(loop.scan_options(), declared={call["name"]: effect})
+    actions = scan_actions(messages, opts)
+    earlier = _earlier_turn(actions, signature, position, {str(c.get("id")) for c in before})
+    if earlier is None:
+        return Plan("execute", prior=prior, effect=effect)
+    match, previous = earlier
+    if effect is Effect.WRITE:
+        return _refuse_repeat(call, match, signature, prior, loop)
+    if effect is Effect.UNKNOWN and not _settled(match, previous):
+        return Plan("execute", prior=prior, effect=effect)
+    assert match.message is not None
+    return _reuse(
+        call,
+        match.call_id,
+        original=match.message,
+        signature=signature,
+        prior=prior,
+        loop=loop,
+        effect=effect,
+    )
+
+
+def _effect(request: ToolCallRequest, messages: Sequence[Any], effects: ToolEffects) -> Effect:
+    """The call's effect: the policy's sets, else the tool's annotations, else what the
+    wrapper recorded on this tool's earlier results (a replayed history), else the default."""
+    name = request.tool_call["name"]
+    tool = getattr(request, "tool", None)  # None when the tool is not registered
+    declared: Effect | str | None = effect_from_metadata(getattr(tool, "metadata", None))
+    if declared is None:
+        declared = next(
+            (
+                recorded
+                for m in reversed(messages)
+                if isinstance(m, ToolMessage)
+                and m.name == name
+                and (recorded := recorded_effect(m)) is not None
+            ),
+            None,
+        )
+    return effects.of(name, declared)
+
+
+def _earlier_in_turn(ai: AIMessage | None, call: Any) -> list[Any]:
+    """The calls the same assistant message made before ``call``."""
+    out: list[Any] = []
     for earlier in ai.tool_calls if ai is not None else ():
         if earlier.get("id") == call.get("id"):
             break
-        if call_signature(earlier["name"], earlier.get("args"), ignore_keys=keys) == signature:
-            return _reuse(
-                call,
-                str(earlier.get("id")),
-                original=None,
-                signature=signature,
-                prior=prior,
-                loop=loop,
-            )
-    for a in reversed(scan_actions(messages, loop.scan_options())):
-        if (
-            a.signature == signature
-            and a.ai_position < position
-            and a.message is not None
-            and not (a.reused and a.result_key is None)
-            and _reusable(a.message)
-        ):
-            return _reuse(
-                call, a.call_id, original=a.message, signature=signature, prior=prior, loop=loop
-            )
-    return Plan("execute", prior=prior)
+        out.append(earlier)
+    return out
+
+
+def _same_turn(
+    call: Any, before: list[Any], effect: Effect, signature: str, loop: LoopPolicy
+) -> Plan | None:
+    """An identical call earlier in the same turn: answered as a duplicate, never run twice.
+
+    The calls of one turn run together, so a duplicate reads the same world; a duplicate
+    write is refused (it would do the change twice). A read with a call that may write
+    between it and its twin runs again: the model asked for the state after that call.
+    """
+    keys = loop.ignore_arg_keys
+    for i, earlier in enumerate(before):
+        if call_signature(earlier["name"], earlier.get("args"), ignore_keys=keys) != signature:
+            continue
+        source = str(earlier.get("id"))
+        if effect is Effect.WRITE:
+            return _refuse_duplicate(call, source, signature, loop)
+        between = before[i + 1 :]
+        if effect is Effect.READ and any(_may_write(b, loop) for b in between):
+            return None
+        return _reuse(
+            call, source, original=None, signature=signature, prior=(), loop=loop, effect=effect
+        )
+    return None
+
+
+def _may_write(call: Any, loop: LoopPolicy) -> bool:
+    return loop.effects.of(call["name"]).changes_world
+
+
+def _earlier_turn(
+    actions: Sequence[Action], signature: str, position: int, before_ids: set[str]
+) -> tuple[Action, Action | None] | None:
+    """The latest identical call of an earlier turn whose result still holds, and the
+    identical call before it (or None): nothing that may write ran since the match."""
+    since_changed = False
+    match: Action | None = None
+    for a in reversed(actions):
+        current_turn = a.ai_position == position
+        if current_turn and a.call_id not in before_ids:
+            continue  # this call and the ones after it in the turn have not run yet
+        if a.signature == signature and not current_turn:
+            if match is None:
+                if since_changed or not _answer_holds(a):
+                    return None
+                match = a
+                continue
+            return match, a
+        if a.kind == "tool" and a.effect.changes_world and not a.reused:
+            if match is not None:
+                return match, None
+            since_changed = True
+    return (match, None) if match is not None else None
+
+
+def _answer_holds(a: Action) -> bool:
+    """An executed (or reused) answer that reports no failure other than a real "no data"."""
+    return (
+        a.message is not None and not (a.reused and a.result_key is None) and (_reusable(a.message))
+    )
+
+
+def _settled(match: Action, previous: Action | None) -> bool:
+    """An unknown-effect tool answered the same thing twice in a row with nothing written in
+    between: this call may be answered from the last result (at most two executions)."""
+    return (
+        previous is not None
+        and not match.reused
+        and not previous.reused
+        and match.result_key is not None
+        and match.result_key == previous.result_key
+    )
 
 
 def _reusable(message: ToolMessage) -> bool:
@@ -161,6 +267,83 @@ def _plan_retry(
     )
 
 
+def _answer(
+    call: Any, content: str, meta: dict[str, Any], original: ToolMessage | None
+) -> ToolMessage:
+    """The ToolMessage that answers ``call`` without running the tool."""
+    return ToolMessage(
+        content=content,
+        tool_call_id=call["id"],
+        name=call["name"],
+        artifact=original.artifact if original is not None else None,
+        status=original.status if original is not None else "success",
+        response_metadata={"agent_guards": meta},
+    )
+
+
+def _refused(
+    call: Any, message: ToolMessage, reason: str, *, source: str, signature: str, loop: LoopPolicy
+) -> Plan:
+    tool = call["name"]
+    decision = GuardDecision(
+        guard="loop_check",
+        verdict=Verdict.REFUSE,
+        reason=reason,
+        detail=f"{tool} was not run again: it writes, and {source} already ran it with the "
+        "same arguments with nothing changed since",
+        selected_ids=(str(call["id"]),),
+        policy=loop.label,
+        data={"tool": tool, "reused_from": source, "signature": signature[:200]},
+    )
+    return Plan("reuse", message=message, decisions=(decision,), effect=Effect.WRITE)
+
+
+def _refuse_duplicate(call: Any, source: str, signature: str, loop: LoopPolicy) -> Plan:
+    """A write asked twice in one turn: the second is not run (it would do the change twice)."""
+    content = (
+        f"{REUSE_PREFIX}Not executed: {call['name']} with these arguments is already call "
+        f"{source} in this turn, and running it twice would make the change twice. If it "
+        "really must happen twice, ask the user to confirm first."
+    )
+    meta = {"reused_from": source, "duplicate": True, "refused": "duplicate_write"}
+    return _refused(
+        call,
+        _answer(call, content, meta, None),
+        "duplicate_write",
+        source=source,
+        signature=signature,
+        loop=loop,
+    )
+
+
+def _refuse_repeat(
+    call: Any, match: Action, signature: str, prior: tuple[Action, ...], loop: LoopPolicy
+) -> Plan:
+    """A write repeated with nothing changed since: not run again; the model sees the
+    earlier result, so it can tell the user what was done."""
+    assert match.message is not None
+    body = REUSE_LINE.sub("", content_text(match.message.content))
+    content = (
+        f"{REUSE_PREFIX}Not executed: {call['name']} already ran with these arguments as "
+        f"call {match.call_id} and nothing has changed since, so running it again would "
+        "repeat the change. Its result is below; use it. If it really must run again, ask "
+        f"the user to confirm first.\n{body}"
+    )
+    meta = {"reused_from": match.call_id, "refused": "repeated_write"}
+    message = _answer(call, content, meta, match.message)
+    return replace(
+        _refused(
+            call,
+            message,
+            "repeated_write",
+            source=match.call_id,
+            signature=signature,
+            loop=loop,
+        ),
+        prior=prior,
+    )
+
+
 def _reuse(
     call: Any,
     source: str,
@@ -169,6 +352,7 @@ def _reuse(
     signature: str,
     prior: tuple[Action, ...],
     loop: LoopPolicy,
+    effect: Effect = Effect.READ,
 ) -> Plan:
     tool = call["name"]
     if original is None:
@@ -177,7 +361,13 @@ def _reuse(
             "again; use that call's result."
         )
         meta: dict[str, Any] = {"reused_from": source, "duplicate": True}
-        artifact, status = None, "success"
+    elif effect is Effect.IDEMPOTENT:
+        body = REUSE_LINE.sub("", content_text(original.content))
+        content = (
+            f"{REUSE_PREFIX}Already done: {tool} ran with these arguments as call {source} "
+            f"and nothing has changed since, so it was not run again. Its result:\n{body}"
+        )
+        meta = {"reused_from": source}
     else:
         body = REUSE_LINE.sub("", content_text(original.content))
         content = (
@@ -185,15 +375,6 @@ def _reuse(
             f"executed again. Repeating it will not change the answer.\n{body}"
         )
         meta = {"reused_from": source}
-        artifact, status = original.artifact, original.status
-    message = ToolMessage(
-        content=content,
-        tool_call_id=call["id"],
-        name=tool,
-        artifact=artifact,
-        status=status,
-        response_metadata={"agent_guards": meta},
-    )
     decision = GuardDecision(
         guard="loop_check",
         verdict=Verdict.REUSE,
@@ -201,6 +382,12 @@ def _reuse(
         detail=f"{tool} was called again with the same arguments; answered from {source}",
         selected_ids=(str(call["id"]),),
         policy=loop.label,
-        data={"tool": tool, "reused_from": source, "signature": signature[:200]},
+        data={
+            "tool": tool,
+            "reused_from": source,
+            "signature": signature[:200],
+            "effect": effect.value,
+        },
     )
-    return Plan("reuse", message=message, decisions=(decision,), prior=prior)
+    message = _answer(call, content, meta, original)
+    return Plan("reuse", message=message, decisions=(decision,), prior=prior, effect=effect)

@@ -25,6 +25,7 @@ from langgraph.types import Command
 from agent_guards import graph as _node
 from agent_guards.core.clock import now_from_config
 from agent_guards.core.decision import GuardDecision, Verdict
+from agent_guards.core.effects import EFFECT_KEY, Effect
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.loop_check.policy import LoopPolicy
 from agent_guards.retry_router.breaker import CircuitBreaker
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.store.base import BaseStore
 
-__all__ = ["Outcome", "ToolCallGuard"]
+__all__ = ["Outcome", "ToolCallGuard", "record_effect"]
 
 Execute = Callable[["ToolCallRequest"], "ToolMessage | Command[Any]"]
 AExecute = Callable[["ToolCallRequest"], Awaitable["ToolMessage | Command[Any]"]]
@@ -167,12 +168,13 @@ class ToolCallGuard:
                 _node.invalid_input("retry_router", err, policy=policy, verdict=Verdict.CONTINUE)
             )
             failure = None
-        update: dict[str, Any] = {
-            "response_metadata": {
-                **(result.response_metadata or {}),
-                "agent_guards": {"attempt": plan.attempt},
-            }
+        meta = dict(result.response_metadata or {})
+        ours = meta.get("agent_guards")
+        meta["agent_guards"] = {
+            **(ours if isinstance(ours, Mapping) else {}),
+            "attempt": plan.attempt,
         }
+        update: dict[str, Any] = {"response_metadata": meta}
         if plan.replace_id is not None:
             update["id"] = plan.replace_id
         if failure is not None and not isinstance(result.artifact, Mapping):
@@ -212,6 +214,8 @@ class ToolCallGuard:
         extra: Sequence[GuardDecision] = (),
     ) -> Outcome:
         decisions = [*plan.decisions, *extra]
+        if executions and plan.effect is not None and isinstance(result, ToolMessage):
+            result = record_effect(result, plan.effect)
         route, delay = None, None
         if failure is not None and self.retry is not None:
             try:
@@ -321,3 +325,17 @@ class ToolCallGuard:
         if plan.kind == "skip":
             return Command(update={})
         return self.finish(request, await self.arun_once(request, execute, plan))
+
+
+def record_effect(message: ToolMessage, effect: Effect) -> ToolMessage:
+    """Record an executed call's effect on its result, for guards that read only messages."""
+    meta = _ours(message, **{EFFECT_KEY: effect.value})
+    return message.model_copy(update={"response_metadata": meta})
+
+
+def _ours(message: ToolMessage, **fields: Any) -> dict[str, Any]:
+    """The message's ``response_metadata`` with ``fields`` added under ``agent_guards``."""
+    meta = dict(message.response_metadata or {})
+    ours = meta.get("agent_guards")
+    meta["agent_guards"] = {**(ours if isinstance(ours, Mapping) else {}), **fields}
+    return meta

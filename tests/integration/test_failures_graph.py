@@ -38,6 +38,7 @@ from agent_guards.retry_router import (
     create_retry_router,
 )
 from agent_guards.testing import ScriptedChatModel, tool_call_message
+from agent_guards.tool_guard import annotate_tool
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
@@ -76,7 +77,7 @@ class Scripted:
             return self.answer
 
         quote.__name__ = name
-        return tool(quote)
+        return annotate_tool(tool(quote), read_only=True)
 
 
 def build(

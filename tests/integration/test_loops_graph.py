@@ -28,6 +28,7 @@ from agent_guards.loop_check import (
     create_loop_stop,
 )
 from agent_guards.testing import ScriptedChatModel, tool_call_message
+from agent_guards.tool_guard import annotate_tool
 
 LIMIT: RunnableConfig = {"recursion_limit": 60}
 
@@ -56,7 +57,8 @@ def make_tools(counter: Counter) -> list[Any]:
         counter.calls.append({"tool": "clock"})
         return f"It is 2026-01-01T10:00:{len(counter.calls):02d}Z now."
 
-    return [search, fetch, clock]
+    # all three only read; the clock's answer changes (some tests exempt it from reuse)
+    return [annotate_tool(t, read_only=True) for t in (search, fetch, clock)]
 
 
 def build(

@@ -18,6 +18,7 @@ from agent_guards.loop_check import LoopPolicy
 from agent_guards.middleware import LoopGuardMiddleware, RetryRouterMiddleware
 from agent_guards.retry_router import Backoff, CircuitBreaker, RetryRouterPolicy, TransientToolError
 from agent_guards.testing import ScriptedChatModel, tool_call_message
+from agent_guards.tool_guard import annotate_tool
 
 LIMIT: RunnableConfig = {"recursion_limit": 60}
 
@@ -41,7 +42,7 @@ class Source:
                 raise self.faults[self.calls]
             return f"Reviews start above 500k for {q!r} (section 4.2)."
 
-        return search
+        return annotate_tool(search, read_only=True)
 
 
 def forever() -> ScriptedChatModel:
