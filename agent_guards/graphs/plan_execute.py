@@ -158,6 +158,7 @@ def _add_tools(
         retry=pol.retry,
         breaker=pol.breaker if store is not None else None,
         messages_key="step_messages",
+        budget=pol.budget,  # max_tool_calls is checked per call, not per turn
     )
     if sleep is not None:
         guard = replace(guard, sleep=sleep, asleep=_async_sleep(sleep))

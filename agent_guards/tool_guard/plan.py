@@ -18,17 +18,17 @@ from agent_guards.core.effects import Effect, ToolEffects, effect_from_metadata
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.history import Action, recorded_effect, scan_actions
 from agent_guards.core.signatures import REUSE_LINE, REUSE_PREFIX, call_signature, content_text
-from agent_guards.graph import state_messages
+from agent_guards.graph import state_messages, state_value
 from agent_guards.loop_check.policy import LoopPolicy
 from agent_guards.retry_router.classify import failure_of
 from agent_guards.retry_router.core import decide_failure
-from agent_guards.retry_router.model import FailureKind
+from agent_guards.retry_router.model import FailureKind, failure_artifact
 from agent_guards.retry_router.policy import RetryRouterPolicy
 
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
 
-__all__ = ["Plan", "plan_call"]
+__all__ = ["Plan", "over_budget", "plan_call"]
 
 
 @dataclass(frozen=True)
@@ -391,3 +391,55 @@ def _reuse(
     )
     message = _answer(call, content, meta, original)
     return Plan("reuse", message=message, decisions=(decision,), prior=prior, effect=effect)
+
+
+def over_budget(
+    request: ToolCallRequest, plan: Plan, limit: int, *, messages_key: str = "messages"
+) -> Plan | None:
+    """The budget answer for a call that would pass ``limit`` executions, or None.
+
+    Spent = the thread's ``usage["tool_calls"]`` (cumulative: retries, resumes and forks
+    carry it) plus the calls of this turn before this one that may run too. Those are
+    counted without planning them (a duplicate signature in the turn is not counted), so
+    the count can only be high: a turn never runs more than the budget allows.
+    """
+    usage = state_value(request.state, "usage") or {}
+    spent = int(usage.get("tool_calls", 0)) if isinstance(usage, Mapping) else 0
+    messages = state_messages(request.state, messages_key)
+    _, ai = _latest_ai(messages)
+    call = request.tool_call
+    before = _earlier_in_turn(ai, call)
+    answered = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    if plan.kind == "retry":  # a re-entry: only the failed calls of the turn run again
+        before = [c for c in before if _failed(answered.get(str(c.get("id"))))]
+    spent += len({call_signature(c["name"], c.get("args")) for c in before})
+    if spent < limit:
+        return None
+    content = (
+        f"[budget] Not executed: this thread's tool budget is spent ({spent} of "
+        f"max_tool_calls={limit} already used or running). Answer with what you have and "
+        "say what is missing."
+    )
+    message = ToolMessage(
+        content=content,
+        tool_call_id=call["id"],
+        name=call["name"],
+        id=plan.replace_id,  # a retry's budget answer replaces the failed answer in place
+        status="error",
+        artifact=failure_artifact(FailureKind.QUOTA, f"max_tool_calls={limit} reached"),
+        response_metadata={"agent_guards": {"budget": "max_tool_calls"}},
+    )
+    decision = GuardDecision(
+        guard="budget",
+        verdict=Verdict.STOP,
+        reason="max_tool_calls",
+        detail=f"{call['name']} was not run: {spent} of max_tool_calls={limit} used",
+        selected_ids=(str(call["id"]),),
+        policy=f"Budget(max_tool_calls={limit})",
+        data={"limit": limit, "value": spent, "tool": call["name"]},
+    )
+    return Plan("reuse", message=message, decisions=(decision,), prior=plan.prior)
+
+
+def _failed(message: ToolMessage | None) -> bool:
+    return message is not None and message.status == "error"

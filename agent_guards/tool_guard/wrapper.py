@@ -23,6 +23,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
 from agent_guards import graph as _node
+from agent_guards.budget import Budget
 from agent_guards.core.clock import now_from_config
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import EFFECT_KEY, Effect
@@ -33,7 +34,7 @@ from agent_guards.retry_router.classify import describe_failure, failure_message
 from agent_guards.retry_router.core import decide_failure
 from agent_guards.retry_router.model import Failure, FailureKind
 from agent_guards.retry_router.policy import RetryRouterPolicy
-from agent_guards.tool_guard.plan import Plan, plan_call, retry_signature
+from agent_guards.tool_guard.plan import Plan, over_budget, plan_call, retry_signature
 
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -94,12 +95,17 @@ class ToolCallGuard:
     """Append REUSE / failure decisions to ``guard_log``."""
     messages_key: str = "messages"
     """State key of the message list."""
+    budget: Budget | None = None
+    """The thread's budget; ``max_tool_calls`` is checked per call, before each execution,
+    so a turn asking for more calls than remain runs only what is left and every other
+    call is answered with a budget message."""
 
     def __post_init__(self) -> None:
         for name, kind in (
             ("loop", LoopPolicy),
             ("retry", RetryRouterPolicy),
             ("breaker", CircuitBreaker),
+            ("budget", Budget),
         ):
             value = getattr(self, name)
             if value is not None and not isinstance(value, kind):
@@ -310,7 +316,11 @@ class ToolCallGuard:
 
     def plan(self, request: ToolCallRequest) -> Plan:
         """Plan one call from the request's state (execute, reuse, retry or skip)."""
-        return plan_call(request, loop=self.loop, retry=self.retry, messages_key=self.messages_key)
+        plan = plan_call(request, loop=self.loop, retry=self.retry, messages_key=self.messages_key)
+        limit = self.budget.max_tool_calls if self.budget is not None else None
+        if limit is None or plan.kind not in ("execute", "retry"):
+            return plan
+        return over_budget(request, plan, limit, messages_key=self.messages_key) or plan
 
     def __call__(self, request: ToolCallRequest, execute: Execute) -> Any:
         """Sync ``wrap_tool_call``."""

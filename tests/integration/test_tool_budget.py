@@ -1,0 +1,104 @@
+"""``max_tool_calls`` is checked per call, not per turn: one turn asking for 200 parallel
+calls against a limit of 40 runs 40, and every other call gets a budget answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import tools_condition
+
+from agent_guards import (
+    Budget,
+    LoopState,
+    RetryState,
+    ToolCallGuard,
+    add_loop_check,
+    add_retry_router,
+)
+from agent_guards.retry_router import TransientToolError
+from agent_guards.testing import ScriptedChatModel
+
+
+def fan_out(n: int, start: int = 0) -> AIMessage:
+    calls = [{"name": "fetch", "args": {"i": i}, "id": f"c{i}"} for i in range(start, start + n)]
+    return AIMessage("", tool_calls=calls)
+
+
+def build(model: ScriptedChatModel, runs: list[int], budget: Budget) -> Any:
+    @tool
+    def fetch(i: int) -> str:
+        """Fetch item i."""
+        runs.append(i)
+        return f"item {i}"
+
+    builder = StateGraph(LoopState)
+    builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    builder.add_node("tools", ToolCallGuard(budget=budget).tool_node([fetch]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    add_loop_check(builder, "tools", continue_to="model")
+    return builder.compile()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_two_hundred_parallel_calls_against_forty_run_forty(mode: str) -> None:
+    runs: list[int] = []
+    graph = build(ScriptedChatModel(script=[fan_out(200), "done"]), runs, Budget(max_tool_calls=40))
+    state = {"messages": [HumanMessage("fetch everything")]}
+    out = graph.invoke(state) if mode == "sync" else await graph.ainvoke(state)
+    assert len(runs) == 40 and out["usage"] == {"tool_calls": 40}
+    answers = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert len(answers) == 200  # every pending call answered
+    refused = [m for m in answers if m.content.startswith("[budget] Not executed")]
+    assert len(refused) == 160
+    budget = [d for d in out["guard_log"] if d.guard == "budget"]
+    assert len(budget) == 160 and {d.reason for d in budget} == {"max_tool_calls"}
+
+
+def test_a_later_turn_on_a_spent_budget_runs_nothing() -> None:
+    runs: list[int] = []
+    model = ScriptedChatModel(script=[fan_out(3), fan_out(3, start=3), "done"])
+    out = build(model, runs, Budget(max_tool_calls=3)).invoke({"messages": [HumanMessage("go")]})
+    assert runs == [0, 1, 2] and out["usage"]["tool_calls"] == 3
+    last_turn = [m for m in out["messages"] if isinstance(m, ToolMessage)][3:]
+    assert [m.tool_call_id for m in last_turn] == ["c3", "c4", "c5"]
+    assert all(m.content.startswith("[budget]") for m in last_turn)
+
+
+def test_a_retry_never_spends_past_the_budget() -> None:
+    calls: list[str] = []
+
+    @tool
+    def quote(symbol: str) -> str:
+        """Latest quote."""
+        calls.append(symbol)
+        raise TransientToolError("upstream 503", status_code=503)
+
+    model = ScriptedChatModel(
+        script=[
+            AIMessage("", tool_calls=[{"name": "quote", "args": {"symbol": "X"}, "id": "q1"}]),
+            "done",
+        ]
+    )
+    guard = ToolCallGuard(budget=Budget(max_tool_calls=1), sleep=lambda s: None)
+    builder = StateGraph(RetryState)
+    builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    builder.add_node("tools", guard.tool_node([quote]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    add_retry_router(builder, "tools", model="model", tools="tools")
+    out = builder.compile().invoke({"messages": [HumanMessage("quote X")]})
+    assert calls == ["X"] and out["usage"]["tool_calls"] == 1
+    assert any(d.guard == "budget" for d in out["guard_log"])
+    answers = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in answers] == ["q1"]  # answered once: replaced in place
+    assert answers[0].content.startswith("[budget] Not executed")
+
+
+def test_the_budget_must_be_a_budget() -> None:
+    with pytest.raises(TypeError, match=r"ToolCallGuard\.budget must be a Budget or None"):
+        ToolCallGuard(budget={"max_tool_calls": 3})  # type: ignore[arg-type]
