@@ -41,6 +41,7 @@ from agent_guards import (
     create_memory_resolve,
     create_planner_gate,
 )
+from agent_guards.tool_guard.ledger import RunLedger
 
 from .nodes import Nodes, accept_every_plan, keep_all_evidence, no_facts
 from .state import SUPERSTEPS_PER_STEP, PlanExecuteState, Policies, run_config
@@ -159,6 +160,8 @@ def _add_tools(
         breaker=pol.breaker if store is not None else None,
         messages_key="step_messages",
         budget=pol.budget,  # max_tool_calls is checked per call, not per turn
+        # what the tools really did, per thread: forks and resumes never re-run a write
+        ledger=RunLedger() if store is not None else None,
     )
     if sleep is not None:
         guard = replace(guard, sleep=sleep, asleep=_async_sleep(sleep))

@@ -6,10 +6,13 @@ What a tool does to the world (``Effect``, ``ToolEffects``, ``annotate_tool``) l
 """
 
 from agent_guards.core.effects import Effect, ToolEffects, annotate_tool, effects_of_tools
+from agent_guards.tool_guard.ledger import GRANT_KEY, RunLedger
 from agent_guards.tool_guard.wrapper import ToolCallGuard
 
 __all__ = [
+    "GRANT_KEY",
     "Effect",
+    "RunLedger",
     "ToolCallGuard",
     "ToolEffects",
     "annotate_tool",

@@ -28,7 +28,7 @@ from agent_guards.retry_router.policy import RetryRouterPolicy
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
 
-__all__ = ["Plan", "over_budget", "plan_call"]
+__all__ = ["Plan", "from_ledger", "over_budget", "plan_call"]
 
 
 @dataclass(frozen=True)
@@ -394,17 +394,24 @@ def _reuse(
 
 
 def over_budget(
-    request: ToolCallRequest, plan: Plan, limit: int, *, messages_key: str = "messages"
+    request: ToolCallRequest,
+    plan: Plan,
+    limit: int,
+    *,
+    messages_key: str = "messages",
+    spent: int = 0,
 ) -> Plan | None:
     """The budget answer for a call that would pass ``limit`` executions, or None.
 
-    Spent = the thread's ``usage["tool_calls"]`` (cumulative: retries, resumes and forks
-    carry it) plus the calls of this turn before this one that may run too. Those are
-    counted without planning them (a duplicate signature in the turn is not counted), so
-    the count can only be high: a turn never runs more than the budget allows.
+    Spent = the larger of ``spent`` (the run ledger's count, shared by every checkpoint of
+    the thread) and the state's ``usage["tool_calls"]``, plus the calls of this turn
+    before this one that may run too. Those are counted without planning them (a
+    duplicate signature in the turn is not counted), so the count can only be high: a
+    turn never runs more than the budget allows.
     """
     usage = state_value(request.state, "usage") or {}
-    spent = int(usage.get("tool_calls", 0)) if isinstance(usage, Mapping) else 0
+    counted = int(usage.get("tool_calls", 0)) if isinstance(usage, Mapping) else 0
+    spent = max(spent, counted)  # the ledger's count (shared by forks) or the state's
     messages = state_messages(request.state, messages_key)
     _, ai = _latest_ai(messages)
     call = request.tool_call
@@ -443,3 +450,24 @@ def over_budget(
 
 def _failed(message: ToolMessage | None) -> bool:
     return message is not None and message.status == "error"
+
+
+def from_ledger(call: Any, content: str, reason: str, *, policy: str) -> Plan:
+    """Answer a call from its recorded outcome: it already ran (before a crash or a fork),
+    so running it again would repeat what it did."""
+    message = ToolMessage(
+        content=content,
+        tool_call_id=call["id"],
+        name=call["name"],
+        response_metadata={"agent_guards": {"reused_from": str(call["id"]), "ledger": reason}},
+    )
+    decision = GuardDecision(
+        guard="loop_check",
+        verdict=Verdict.REUSE,
+        reason=reason,
+        detail=f"{call['name']} (call {call['id']}) already ran: answered from the run ledger",
+        selected_ids=(str(call["id"]),),
+        policy=policy,
+        data={"tool": call["name"], "ledger": reason},
+    )
+    return Plan("reuse", message=message, decisions=(decision,))

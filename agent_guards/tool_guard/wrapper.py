@@ -15,12 +15,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from agent_guards import graph as _node
 from agent_guards.budget import Budget
@@ -28,13 +28,15 @@ from agent_guards.core.clock import now_from_config
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import EFFECT_KEY, Effect
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.signatures import content_text
 from agent_guards.loop_check.policy import LoopPolicy
 from agent_guards.retry_router.breaker import CircuitBreaker
 from agent_guards.retry_router.classify import describe_failure, failure_message, failure_of
 from agent_guards.retry_router.core import decide_failure
 from agent_guards.retry_router.model import Failure, FailureKind
 from agent_guards.retry_router.policy import RetryRouterPolicy
-from agent_guards.tool_guard.plan import Plan, over_budget, plan_call, retry_signature
+from agent_guards.tool_guard.ledger import RunLedger, grant
+from agent_guards.tool_guard.plan import Plan, from_ledger, over_budget, plan_call, retry_signature
 
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Outcome", "ToolCallGuard", "record_effect"]
 
+T = TypeVar("T")
 Execute = Callable[["ToolCallRequest"], "ToolMessage | Command[Any]"]
 AExecute = Callable[["ToolCallRequest"], Awaitable["ToolMessage | Command[Any]"]]
 
@@ -95,6 +98,11 @@ class ToolCallGuard:
     """Append REUSE / failure decisions to ``guard_log``."""
     messages_key: str = "messages"
     """State key of the message list."""
+    ledger: RunLedger | None = None
+    """Record every execution's intent and outcome in the graph's store (per thread): a call
+    whose outcome is recorded is answered from it instead of running again (reads may run
+    again), a write that started but never reported back is reconciled or escalated, and
+    the tool budget counts the ledger's executions, so forks and resumes share one account."""
     budget: Budget | None = None
     """The thread's budget; ``max_tool_calls`` is checked per call, before each execution,
     so a turn asking for more calls than remain runs only what is left and every other
@@ -106,6 +114,7 @@ class ToolCallGuard:
             ("retry", RetryRouterPolicy),
             ("breaker", CircuitBreaker),
             ("budget", Budget),
+            ("ledger", RunLedger),
         ):
             value = getattr(self, name)
             if value is not None and not isinstance(value, kind):
@@ -131,11 +140,11 @@ class ToolCallGuard:
 
     # execution ------------------------------------------------------------------------
 
-    def _store(self, request: ToolCallRequest) -> BaseStore:
+    def _store(self, request: ToolCallRequest, needs: str = "breaker") -> BaseStore:
         store = self.store or getattr(request.runtime, "store", None)
         if store is None:
             raise ValueError(
-                "ToolCallGuard.breaker needs a BaseStore: compile the graph with "
+                f"ToolCallGuard.{needs} needs a BaseStore: compile the graph with "
                 "store=... or pass ToolCallGuard(store=...)"
             )
         return store
@@ -276,12 +285,14 @@ class ToolCallGuard:
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             self.sleep(plan.delay)
+        self._ledger_start(request, plan)
         try:
             result, failure, extra = self._after(request, execute(request), plan)
         except GraphBubbleUp:
             raise
         except Exception as err:
             (result, failure), extra = self._exception(request, err, plan), []
+        self._ledger_finish(request, result, failure)
         if self.breaker is not None and self._record(request, failure):
             self.breaker.record(
                 self._store(request), tool, ok=failure is None, now=self._now(request)
@@ -302,12 +313,14 @@ class ToolCallGuard:
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             await self.asleep(plan.delay)
+        await self._off_loop(self._ledger_start, request, plan)
         try:
             result, failure, extra = self._after(request, await execute(request), plan)
         except GraphBubbleUp:
             raise
         except Exception as err:
             (result, failure), extra = self._exception(request, err, plan), []
+        await self._off_loop(self._ledger_finish, request, result, failure)
         if self.breaker is not None and self._record(request, failure):
             await self.breaker.arecord(
                 self._store(request), tool, ok=failure is None, now=self._now(request)
@@ -317,10 +330,109 @@ class ToolCallGuard:
     def plan(self, request: ToolCallRequest) -> Plan:
         """Plan one call from the request's state (execute, reuse, retry or skip)."""
         plan = plan_call(request, loop=self.loop, retry=self.retry, messages_key=self.messages_key)
-        limit = self.budget.max_tool_calls if self.budget is not None else None
-        if limit is None or plan.kind not in ("execute", "retry"):
+        if plan.kind not in ("execute", "retry"):
             return plan
-        return over_budget(request, plan, limit, messages_key=self.messages_key) or plan
+        where = self._ledger_at(request)
+        if where is not None and plan.kind == "execute":
+            recorded = self._recorded(request, plan, *where)
+            if recorded is not None:
+                return recorded
+        limit = self.budget.max_tool_calls if self.budget is not None else None
+        if limit is None:
+            return plan
+        config = getattr(request.runtime, "config", None)
+        limit += grant(config)[0]
+        spent = self.ledger.executions(*where) if self.ledger and where else 0
+        return (
+            over_budget(request, plan, limit, messages_key=self.messages_key, spent=spent) or plan
+        )
+
+    # the run ledger ----------------------------------------------------------------------
+
+    def _ledger_at(self, request: ToolCallRequest) -> tuple[BaseStore, str] | None:
+        """(store, thread id) when the ledger is on and the run has a thread."""
+        if self.ledger is None:
+            return None
+        config = getattr(request.runtime, "config", None) or {}
+        thread = (config.get("configurable") or {}).get("thread_id")
+        return (self._store(request, "ledger"), str(thread)) if thread is not None else None
+
+    def _recorded(
+        self, request: ToolCallRequest, plan: Plan, store: BaseStore, thread: str
+    ) -> Plan | None:
+        """The plan for a call the ledger already knows, or None to run it."""
+        assert self.ledger is not None
+        call = request.tool_call
+        entry = self.ledger.entry(store, thread, str(call["id"]))
+        effect = plan.effect or Effect.UNKNOWN
+        if entry is None or not effect.changes_world:
+            return None  # never ran, or a read: a read may simply run again
+        if entry["status"] == "started":
+            content = self._reconcile(entry)
+            if content is None:
+                return None
+            self.ledger.finish(store, thread, str(call["id"]), content=content, ok=True)
+            return from_ledger(call, content, "reconciled", policy=self._policy_label())
+        if entry["status"] == "done":
+            return from_ledger(
+                call, entry.get("content", ""), "recorded_outcome", policy=self._policy_label()
+            )
+        return None  # it failed: the retry rules decide
+
+    def _reconcile(self, entry: Mapping[str, Any]) -> str | None:
+        """Did a started-but-unknown write happen? The hook says, else a human (interrupt)."""
+        assert self.ledger is not None
+        if self.ledger.reconcile is not None:
+            return self.ledger.reconcile(entry)
+        answer = interrupt(
+            {
+                "type": "unknown_write_outcome",
+                "call_id": entry.get("call_id"),
+                "tool": entry.get("tool"),
+                "question": f"{entry.get('tool')} (call {entry.get('call_id')}) started but never "
+                "reported back. Did it happen? Resume with {'ran': true, 'result': '...'} or "
+                "{'ran': false} to run it now.",
+            }
+        )
+        if isinstance(answer, Mapping) and answer.get("ran"):
+            return str(answer.get("result") or "done (confirmed by a human)")
+        return None
+
+    async def _off_loop(self, func: Callable[..., T], *args: Any) -> T:
+        """Run a step that reads or writes the ledger off the event loop when the ledger is
+        on: async stores (``AsyncSqliteStore``, ``AsyncPostgresStore``) serve their sync
+        API from worker threads only. Without the ledger the step does no I/O."""
+        if self.ledger is None:
+            return func(*args)
+        return await asyncio.to_thread(func, *args)
+
+    def _policy_label(self) -> str:
+        return self.loop.label if self.loop is not None else ""
+
+    def _ledger_start(self, request: ToolCallRequest, plan: Plan) -> None:
+        where = self._ledger_at(request)
+        if where is None or self.ledger is None:
+            return
+        call = request.tool_call
+        self.ledger.start(
+            *where,
+            str(call["id"]),
+            tool=call["name"],
+            signature=retry_signature(call),
+            effect=plan.effect or Effect.UNKNOWN,
+            attempt=plan.attempt,
+        )
+
+    def _ledger_finish(
+        self, request: ToolCallRequest, result: Any, failure: Failure | None
+    ) -> None:
+        where = self._ledger_at(request)
+        if where is None or self.ledger is None:
+            return
+        content = content_text(result.content) if isinstance(result, ToolMessage) else str(result)
+        self.ledger.finish(
+            *where, str(request.tool_call["id"]), content=content, ok=failure is None
+        )
 
     def __call__(self, request: ToolCallRequest, execute: Execute) -> Any:
         """Sync ``wrap_tool_call``."""
@@ -331,7 +443,7 @@ class ToolCallGuard:
 
     async def awrap(self, request: ToolCallRequest, execute: AExecute) -> Any:
         """Async ``awrap_tool_call`` (same decisions as the sync path)."""
-        plan = self.plan(request)
+        plan = await self._off_loop(self.plan, request)
         if plan.kind == "skip":
             return Command(update={})
         return self.finish(request, await self.arun_once(request, execute, plan))

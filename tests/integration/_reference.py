@@ -44,6 +44,7 @@ from agent_guards.graphs.scenarios import (
 from agent_guards.memory_resolve import asave_memories, memory_namespace
 from agent_guards.persistence import open_persistence
 from agent_guards.testing import tool_call_message
+from agent_guards.tool_guard import annotate_tool
 
 __all__ = [
     "CONFLICT",
@@ -276,7 +277,7 @@ def _lookup_tools(log_dir: Path | None = None, block_beta: bool = False) -> list
             }
             return f"doc_{value}: {value}-ok", [item]
 
-        return fetch
+        return annotate_tool(fetch, read_only=True)  # a read: it may simply run again
 
     return [make("fetch_alpha", "alpha"), make("fetch_beta", "beta"), make("fetch_gamma", "gamma")]
 

@@ -1,0 +1,216 @@
+"""The run ledger: completed writes are never run again on a resume or a fork, a write that
+started but never reported back is surfaced (not blindly re-run), and the tool budget is
+spent from one account across forks. Real checkpointers and stores (InMemory, SQLite)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import tools_condition
+from langgraph.store.memory import InMemoryStore
+from langgraph.types import Command
+
+from agent_guards import Budget, LoopState, ToolCallGuard, add_loop_check
+from agent_guards.testing import ScriptedChatModel
+from agent_guards.tool_guard import annotate_tool
+from agent_guards.tool_guard.ledger import GRANT_KEY, RunLedger
+
+
+class World:
+    """A bank account and a log of every real execution."""
+
+    def __init__(self) -> None:
+        self.balance = 100
+        self.runs: list[str] = []
+
+    def tools(self) -> list[Any]:
+        @tool
+        def transfer(amount: int) -> str:
+            """Move money out."""
+            self.runs.append("transfer")
+            self.balance -= amount
+            return f"transferred {amount}; balance {self.balance}"
+
+        @tool
+        def get_balance() -> str:
+            """The balance."""
+            self.runs.append("get_balance")
+            return f"balance {self.balance}"
+
+        @tool
+        def fetch(i: int) -> str:
+            """Fetch item i."""
+            self.runs.append(f"fetch {i}")
+            return f"item {i}"
+
+        return [
+            annotate_tool(transfer),
+            annotate_tool(get_balance, read_only=True),
+            annotate_tool(fetch, read_only=True),
+        ]
+
+
+def replies(*steps: tuple[str, dict[str, Any]]) -> ScriptedChatModel:
+    """A model whose reply depends only on how many tool results it has seen, so a fork
+    from an earlier checkpoint asks for the same calls again (same ids)."""
+
+    def reply(messages: list[BaseMessage]) -> AIMessage:
+        n = sum(isinstance(m, ToolMessage) for m in messages)
+        if n >= len(steps):
+            return AIMessage("done")
+        name, args = steps[n]
+        return AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"call-{n}"}])
+
+    return ScriptedChatModel(script=[reply], repeat_last=True)
+
+
+def build(model: Any, world: World, saver: Any, store: Any, **guard: Any) -> Any:
+    builder = StateGraph(LoopState)
+    builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    builder.add_node("tools", ToolCallGuard(ledger=RunLedger(), **guard).tool_node(world.tools()))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    add_loop_check(builder, "tools", continue_to="model")
+    return builder.compile(checkpointer=saver, store=store)
+
+
+@contextmanager
+def persistence(kind: str, tmp_path: Path) -> Iterator[tuple[Any, Any]]:
+    if kind == "memory":
+        yield InMemorySaver(), InMemoryStore()
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.store.sqlite import SqliteStore
+
+    db = str(tmp_path / "run.sqlite")
+    with (
+        closing(sqlite3.connect(db, check_same_thread=False)) as conn,
+        SqliteStore.from_conn_string(db) as store,
+    ):
+        store.setup()
+        yield SqliteSaver(conn), store
+
+
+CFG = {"configurable": {"thread_id": "t1"}}
+
+
+def before_tools(graph: Any, call_id: str) -> Any:
+    """The checkpoint just before the tools node ran ``call_id``: where a crash after the
+    tool returned (and before the checkpoint) resumes from, and where a fork starts."""
+    for snap in graph.get_state_history(CFG):
+        last = snap.values["messages"][-1]
+        if snap.next == ("tools",) and getattr(last, "tool_calls", [{}])[0].get("id") == call_id:
+            return snap.config
+    raise AssertionError(f"no checkpoint before {call_id}")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_completed_write_is_answered_from_the_ledger_on_a_fork(kind: str, tmp_path: Path) -> None:
+    world = World()
+    with persistence(kind, tmp_path) as (saver, store):
+        graph = build(replies(("transfer", {"amount": 30})), world, saver, store)
+        graph.invoke({"messages": [HumanMessage("pay 30")]}, CFG)
+        assert world.runs == ["transfer"]
+        for _ in range(3):  # replaying the tools step: the crash-resume and fork case
+            out = graph.invoke(None, before_tools(graph, "call-0"))
+        assert world.runs == ["transfer"] and world.balance == 70
+        answer = [m for m in out["messages"] if isinstance(m, ToolMessage)][-1]
+        assert answer.content == "transferred 30; balance 70"
+        assert ("reuse", "recorded_outcome") in [
+            (d.verdict.value, d.reason) for d in out["guard_log"]
+        ]
+
+
+def test_a_read_runs_again_on_a_fork() -> None:
+    world = World()
+    graph = build(replies(("get_balance", {})), world, InMemorySaver(), InMemoryStore())
+    graph.invoke({"messages": [HumanMessage("balance?")]}, CFG)
+    graph.invoke(None, before_tools(graph, "call-0"))
+    assert world.runs == ["get_balance", "get_balance"]
+
+
+def started_but_unknown(store: Any) -> None:
+    """What a crash while the tool ran leaves behind: an intent with no outcome."""
+    RunLedger().start(store, "t1", "call-0", tool="transfer", signature="s", effect="write")
+
+
+@pytest.mark.parametrize(
+    ("resume", "runs", "balance"),
+    [
+        ({"ran": True, "result": "transferred 30 (bank log)"}, [], 100),
+        ({"ran": False}, ["transfer"], 70),
+    ],
+    ids=["it happened", "it did not"],
+)
+def test_a_write_that_never_reported_back_is_asked_about_not_re_run(
+    resume: dict[str, Any], runs: list[str], balance: int
+) -> None:
+    world, store = World(), InMemoryStore()
+    started_but_unknown(store)
+    graph = build(replies(("transfer", {"amount": 30})), world, InMemorySaver(), store)
+    first = graph.invoke({"messages": [HumanMessage("pay 30")]}, CFG)
+    (pending,) = first["__interrupt__"]
+    assert pending.value["type"] == "unknown_write_outcome" and pending.value["tool"] == "transfer"
+    assert world.runs == []
+    graph.invoke(Command(resume=resume), CFG)
+    assert world.runs == runs and world.balance == balance
+    assert RunLedger().entry(store, "t1", "call-0")["status"] == "done"
+
+
+def test_a_reconcile_hook_decides_without_a_human() -> None:
+    world, store = World(), InMemoryStore()
+    started_but_unknown(store)
+    ledger = RunLedger(reconcile=lambda entry: f"{entry['tool']} found in the bank's log")
+    builder = StateGraph(LoopState)
+    model = replies(("transfer", {"amount": 30}))
+    builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    builder.add_node("tools", ToolCallGuard(ledger=ledger).tool_node(world.tools()))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    add_loop_check(builder, "tools", continue_to="model")
+    out = builder.compile(checkpointer=InMemorySaver(), store=store).invoke(
+        {"messages": [HumanMessage("pay 30")]}, CFG
+    )
+    assert world.runs == []
+    assert [m.content for m in out["messages"] if isinstance(m, ToolMessage)] == [
+        "transfer found in the bank's log"
+    ]
+    assert ("reuse", "reconciled") in [(d.verdict.value, d.reason) for d in out["guard_log"]]
+
+
+def test_forks_of_a_spent_thread_execute_nothing_more_without_a_grant() -> None:
+    world = World()
+    steps = [("fetch", {"i": i}) for i in range(4)]
+    graph = build(
+        replies(*steps), world, InMemorySaver(), InMemoryStore(), budget=Budget(max_tool_calls=2)
+    )
+    graph.invoke({"messages": [HumanMessage("fetch")]}, CFG)
+    assert world.runs == ["fetch 0", "fetch 1"]  # the budget stopped the rest
+    start = before_tools(graph, "call-0")
+    for _ in range(5):
+        graph.invoke(None, start)  # each fork starts from usage 0 in state; the ledger says 2
+    assert world.runs == ["fetch 0", "fetch 1"]
+    granted = {**start, "configurable": {**start["configurable"], GRANT_KEY: {"tool_calls": 1}}}
+    graph.invoke(None, granted)
+    assert world.runs == ["fetch 0", "fetch 1", "fetch 0"]
+
+
+def test_the_ledger_needs_a_store_and_says_so() -> None:
+    world = World()
+    graph = build(replies(("get_balance", {})), world, InMemorySaver(), None)
+    with pytest.raises(ValueError, match=r"ToolCallGuard\.ledger needs a BaseStore"):
+        graph.invoke({"messages": [HumanMessage("balance?")]}, CFG)
+
+
+def test_a_bad_namespace_is_refused() -> None:
+    with pytest.raises(ValueError, match="labels without dots"):
+        RunLedger(namespace=("agent.guards",))
