@@ -54,6 +54,8 @@ HEADLINES = (
     ("checkpoint bytes per step, step 1000 / 10", "graph", "bytes per super-step, step 1000"),
     ("model calls until stop, unguarded / guarded", "graph", ""),
     ("import agent_guards / import langgraph.graph", "imports", "import agent_guards /"),
+    ("run ledger per tool call, InMemoryStore", "ledger", "run ledger per tool call, InMemory"),
+    ("run ledger per tool call, SqliteStore (WAL)", "ledger", "run ledger per tool call, Sqlite"),
 )
 
 

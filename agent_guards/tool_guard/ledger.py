@@ -16,7 +16,7 @@ graph's ``BaseStore``, which forks, resumes and retries share. So:
 Example:
     >>> from langgraph.store.memory import InMemoryStore
     >>> ledger, store = RunLedger(), InMemoryStore()
-    >>> ledger.start(store, "t1", "c1", tool="transfer", signature="sig", effect="write")
+    >>> _ = ledger.start(store, "t1", "c1", tool="transfer", signature="sig", effect="write")
     >>> ledger.finish(store, "t1", "c1", content="transferred 30", ok=True)
     >>> entry = ledger.entry(store, "t1", "c1")
     >>> entry["status"], entry["executions"], ledger.executions(store, "t1")
@@ -87,34 +87,43 @@ class RunLedger:
         signature: str,
         effect: Effect | str,
         attempt: int = 1,
-    ) -> None:
-        """Record the intent to run a call, before it runs (counted as an execution)."""
-        old = self.entry(store, thread_id, call_id) or {}
-        store.put(
-            self._ns(thread_id),
-            call_id,
-            {
-                "call_id": call_id,
-                "tool": tool,
-                "signature": signature[:500],
-                "effect": Effect(effect).value,
-                "attempt": attempt,
-                "executions": int(old.get("executions", 0)) + 1,
-                "status": "started",
-            },
-            index=False,
-        )
+        previous: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Record the intent to run a call, before it runs (counted as an execution).
+
+        ``previous`` is the call's entry when the caller has just read it (it is read
+        again otherwise); the new entry is returned, for :meth:`finish`.
+        """
+        old = previous if previous is not None else self.entry(store, thread_id, call_id) or {}
+        entry = {
+            "call_id": call_id,
+            "tool": tool,
+            "signature": signature[:500],
+            "effect": Effect(effect).value,
+            "attempt": attempt,
+            "executions": int(old.get("executions", 0)) + 1,
+            "status": "started",
+        }
+        store.put(self._ns(thread_id), call_id, entry, index=False)
+        return entry
 
     def finish(
-        self, store: BaseStore, thread_id: str, call_id: str, *, content: str, ok: bool
+        self,
+        store: BaseStore,
+        thread_id: str,
+        call_id: str,
+        *,
+        content: str,
+        ok: bool,
+        started: Mapping[str, Any] | None = None,
     ) -> None:
-        """Record a call's outcome, after it ran."""
-        old = self.entry(store, thread_id, call_id) or {"call_id": call_id, "executions": 1}
+        """Record a call's outcome, after it ran (``started``: the entry :meth:`start` wrote)."""
+        old = started if started is not None else self.entry(store, thread_id, call_id)
         store.put(
             self._ns(thread_id),
             call_id,
             {
-                **old,
+                **(old or {"call_id": call_id, "executions": 1}),
                 "status": "done" if ok else "failed",
                 "digest": hashlib.sha256(content.encode()).hexdigest()[:16],
                 "content": content[:_CONTENT_CHARS],

@@ -44,6 +44,8 @@ class Plan:
     prior: tuple[Action, ...] = ()
     effect: Effect | None = None
     """The call's effect class; the wrapper records it on the result it executes."""
+    recorded: Mapping[str, Any] | None = None
+    """The call's run-ledger entry as read while planning ({}: none; None: not read)."""
 
 
 def _latest_ai(messages: Sequence[Any]) -> tuple[int, AIMessage | None]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import ToolMessage
@@ -285,14 +285,14 @@ class ToolCallGuard:
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             self.sleep(plan.delay)
-        self._ledger_start(request, plan)
+        started = self._ledger_start(request, plan)
         try:
             result, failure, extra = self._after(request, execute(request), plan)
         except GraphBubbleUp:
             raise
         except Exception as err:
             (result, failure), extra = self._exception(request, err, plan), []
-        self._ledger_finish(request, result, failure)
+        self._ledger_finish(request, result, failure, started)
         if self.breaker is not None and self._record(request, failure):
             self.breaker.record(
                 self._store(request), tool, ok=failure is None, now=self._now(request)
@@ -313,14 +313,14 @@ class ToolCallGuard:
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             await self.asleep(plan.delay)
-        await self._off_loop(self._ledger_start, request, plan)
+        started = await self._off_loop(self._ledger_start, request, plan)
         try:
             result, failure, extra = self._after(request, await execute(request), plan)
         except GraphBubbleUp:
             raise
         except Exception as err:
             (result, failure), extra = self._exception(request, err, plan), []
-        await self._off_loop(self._ledger_finish, request, result, failure)
+        await self._off_loop(self._ledger_finish, request, result, failure, started)
         if self.breaker is not None and self._record(request, failure):
             await self.breaker.arecord(
                 self._store(request), tool, ok=failure is None, now=self._now(request)
@@ -334,9 +334,9 @@ class ToolCallGuard:
             return plan
         where = self._ledger_at(request)
         if where is not None and plan.kind == "execute":
-            recorded = self._recorded(request, plan, *where)
-            if recorded is not None:
-                return recorded
+            plan = self._recorded(request, plan, *where)
+            if plan.kind == "reuse":
+                return plan
         limit = self.budget.max_tool_calls if self.budget is not None else None
         if limit is None:
             return plan
@@ -359,25 +359,27 @@ class ToolCallGuard:
 
     def _recorded(
         self, request: ToolCallRequest, plan: Plan, store: BaseStore, thread: str
-    ) -> Plan | None:
-        """The plan for a call the ledger already knows, or None to run it."""
+    ) -> Plan:
+        """An answer from the ledger for a call it already knows; else ``plan``, carrying the
+        entry it read (so recording the run needs no second read)."""
         assert self.ledger is not None
         call = request.tool_call
         entry = self.ledger.entry(store, thread, str(call["id"]))
+        run = replace(plan, recorded=entry or {})
         effect = plan.effect or Effect.UNKNOWN
         if entry is None or not effect.changes_world:
-            return None  # never ran, or a read: a read may simply run again
+            return run  # never ran, or a read: a read may simply run again
         if entry["status"] == "started":
             content = self._reconcile(entry)
             if content is None:
-                return None
+                return run
             self.ledger.finish(store, thread, str(call["id"]), content=content, ok=True)
             return from_ledger(call, content, "reconciled", policy=self._policy_label())
         if entry["status"] == "done":
             return from_ledger(
                 call, entry.get("content", ""), "recorded_outcome", policy=self._policy_label()
             )
-        return None  # it failed: the retry rules decide
+        return run  # it failed: the retry rules decide
 
     def _reconcile(self, entry: Mapping[str, Any]) -> str | None:
         """Did a started-but-unknown write happen? The hook says, else a human (interrupt)."""
@@ -409,29 +411,40 @@ class ToolCallGuard:
     def _policy_label(self) -> str:
         return self.loop.label if self.loop is not None else ""
 
-    def _ledger_start(self, request: ToolCallRequest, plan: Plan) -> None:
+    def _ledger_start(self, request: ToolCallRequest, plan: Plan) -> dict[str, Any] | None:
+        """Record the intent before the tool runs; the entry written (None: no ledger)."""
         where = self._ledger_at(request)
         if where is None or self.ledger is None:
-            return
+            return None
         call = request.tool_call
-        self.ledger.start(
+        return self.ledger.start(
             *where,
             str(call["id"]),
             tool=call["name"],
             signature=retry_signature(call),
             effect=plan.effect or Effect.UNKNOWN,
             attempt=plan.attempt,
+            previous=plan.recorded,
         )
 
     def _ledger_finish(
-        self, request: ToolCallRequest, result: Any, failure: Failure | None
+        self,
+        request: ToolCallRequest,
+        result: Any,
+        failure: Failure | None,
+        started: dict[str, Any] | None,
     ) -> None:
+        """Record the outcome after the tool ran."""
         where = self._ledger_at(request)
-        if where is None or self.ledger is None:
+        if where is None or self.ledger is None or started is None:
             return
         content = content_text(result.content) if isinstance(result, ToolMessage) else str(result)
         self.ledger.finish(
-            *where, str(request.tool_call["id"]), content=content, ok=failure is None
+            *where,
+            str(request.tool_call["id"]),
+            content=content,
+            ok=failure is None,
+            started=started,
         )
 
     def __call__(self, request: ToolCallRequest, execute: Execute) -> Any:

@@ -1,0 +1,100 @@
+"""What the run ledger costs per tool call: a guarded tool node with and without it.
+
+One graph step runs one no-op tool call through ``ToolCallGuard().tool_node``; the ledger
+adds a read and two writes to the graph's store (InMemory, or SQLite on a file). The
+ratio is per call, measured in one run with the two variants alternating.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.store.memory import InMemoryStore
+
+from agent_guards.tool_guard import RunLedger, ToolCallGuard, annotate_tool
+from benchmarks._timing import median_us
+
+
+@tool
+def noop(i: int) -> str:
+    """Do nothing."""
+    return "ok"
+
+
+annotate_tool(noop)  # a write: the ledger path that records intent and outcome
+
+
+class State(MessagesState):
+    usage: dict[str, Any]
+    guard_log: list[Any]
+
+
+def _graph(store: Any, ledger: RunLedger | None) -> Any:
+    builder = StateGraph(State)
+    guard = ToolCallGuard(loop=None, retry=None, ledger=ledger, log_decisions=False,
+                          count_usage=False)  # fmt: skip
+    builder.add_node("tools", guard.tool_node([noop]))
+    builder.add_edge(START, "tools")
+    return builder.compile(store=store)
+
+
+def _runner(graph: Any) -> Any:
+    ids = itertools.count()
+
+    def run() -> None:
+        n = next(ids)
+        call = {"name": "noop", "args": {"i": n}, "id": f"c{n}"}
+        graph.invoke(
+            {"messages": [AIMessage("", tool_calls=[call])]},
+            {"configurable": {"thread_id": f"t{n % 50}"}},
+        )
+
+    return run
+
+
+def _ratio(store: Any, calls: int) -> tuple[float, float, float]:
+    """Median over alternating rounds of (with ledger / without), and the two medians."""
+    plain, ledgered = _runner(_graph(store, None)), _runner(_graph(store, RunLedger()))
+    plain(), ledgered()  # warm up
+    rounds = [
+        (median_us(ledgered, calls=calls, repeats=1), median_us(plain, calls=calls, repeats=1))
+        for _ in range(9)
+    ]
+    ratio = statistics.median(w / wo for w, wo in rounds)
+    return ratio, statistics.median(w for w, _ in rounds), statistics.median(wo for _, wo in rounds)
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    calls = 10 if quick else 100
+    rows: list[dict[str, Any]] = []
+    memory = _ratio(InMemoryStore(), calls)
+    with tempfile.TemporaryDirectory() as tmp:
+        from langgraph.store.sqlite import SqliteStore
+
+        conn = sqlite3.connect(str(Path(tmp) / "store.sqlite"), check_same_thread=False,
+                               isolation_level=None)  # fmt: skip
+        # WAL with synchronous=NORMAL: the usual setting for a SQLite file written per step
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        store = SqliteStore(conn)
+        store.setup()
+        sqlite = _ratio(store, calls)
+        conn.close()
+    for name, (ratio, with_us, without_us) in (("InMemoryStore", memory), ("SqliteStore", sqlite)):
+        rows.append(
+            {
+                "name": f"run ledger per tool call, {name}: with / without",
+                "value": round(ratio, 2),
+                "unit": "x",
+                "note": f"{with_us:.0f} us vs {without_us:.0f} us per guarded no-op call",
+            }
+        )
+    return rows
