@@ -15,7 +15,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from agent_guards import GuardDecision, PlanStep, RetryRouterPolicy, Verdict
-from agent_guards.planner_gate import StepStatus, current_plan
+from agent_guards.planner_gate import StepStatus
 from agent_guards.retry_router import route_failures
 
 
@@ -182,7 +182,17 @@ def blend_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
 def compensate(
     state: Mapping[str, Any], undo: Mapping[str, Callable[[PlanStep], str]]
 ) -> list[str]:
-    """Run the undo hooks of completed steps with side effects, newest first."""
-    current = current_plan(state.get("plans") or [])
-    done = [s for s in (current.steps if current else ()) if s.status is StepStatus.DONE]
-    return [undo[s.tool](s) for s in reversed(done) if s.tool is not None and s.tool in undo]
+    """Run the undo hooks of every completed step with a side effect, newest first.
+
+    Every plan version is read, not only the current one: a replan may have dropped a step
+    that had already written. A step carried over from version to version is undone once.
+    """
+    seen: set[tuple[str, str | None, str]] = set()
+    done: list[PlanStep] = []
+    for version in reversed(state.get("plans") or []):
+        for step in reversed(version.steps):
+            key = (step.id, step.tool, repr(sorted(step.args.items())))
+            if step.status is StepStatus.DONE and step.tool in undo and key not in seen:
+                seen.add(key)
+                done.append(step)
+    return [undo[s.tool](s) for s in done if s.tool is not None]

@@ -202,3 +202,32 @@ def test_a_high_risk_conflict_escalates_to_a_reviewer(kind: str, tmp_path: Path)
         {"doc_a", "doc_b"},
     )
     assert done["usage"] == paused["usage"]
+
+
+def test_cancel_undoes_writes_of_every_plan_version_newest_first_once_each() -> None:
+    """A replan may drop a step that already wrote: it is undone all the same, and a step
+    carried over from version to version is undone once."""
+    from agent_guards import PlanVersion
+    from agent_guards.graphs.outcomes import compensate
+
+    def step(sid: str, tool: str, status: str, **args: Any) -> PlanStep:
+        return PlanStep(sid, f"{tool} {args}", tool=tool, args=args, status=status)
+
+    v1 = PlanVersion(
+        1,
+        [step("s1", "create_draft", "done", n=1), step("s2", "create_draft", "done", n=2)],
+    )
+    # v2 keeps s1 (carried over, done) and drops s2, which had already written
+    v2 = PlanVersion(
+        2,
+        [step("s1", "create_draft", "done", n=1), step("s3", "create_draft", "done", n=3)],
+        trigger="execution_feedback",
+        parent=1,
+    )
+    undo = Undo()
+    assert compensate({"plans": [v1, v2]}, {"create_draft": undo}) == [
+        "deleted the draft made by s3",
+        "deleted the draft made by s1",
+        "deleted the draft made by s2",
+    ]
+    assert [s.id for s in undo.undone] == ["s3", "s1", "s2"]
