@@ -21,13 +21,14 @@ from langgraph.types import Command, interrupt
 from agent_guards import PlanStep, PlanVersion
 from agent_guards.budget import StopReason
 from agent_guards.context_guard import flag_evidence
-from agent_guards.core import now_from_config
+from agent_guards.core import Effect, now_from_config
 from agent_guards.evidence_resolve import evidence_from_messages
 from agent_guards.planner_gate import (
     Goal,
     PlanTrigger,
     StepStatus,
     current_plan,
+    keep_done_writes,
     mark_step,
     next_step,
     progress_update,
@@ -71,10 +72,20 @@ class Nodes:
         self.pol = policies
         self.first = "context_guard" if policies.guards else "agent"
         self.undo = dict(compensations)
+        # tools that only read: a replan may run their steps again; any other may write
+        self.reads = frozenset(
+            t.name
+            for t in tools
+            if policies.loop.effects.of(t.name, getattr(t, "metadata", None)) is Effect.READ
+        )
         self.agent_model = model.bind_tools(tools)
         self.goal_model = model.with_structured_output(GoalSpec)
         self.plan_model = model.with_structured_output(PlanSpec)
         self.review_model = model.with_structured_output(ReviewSpec)
+
+    def keep_done(self, versions: Sequence[PlanVersion], new: PlanVersion) -> PlanVersion:
+        """A new version never re-runs a write that is done (a read may run again)."""
+        return keep_done_writes(versions, new, reads=self.reads) if self.pol.guards else new
 
     def over_budget(self, state: Mapping[str, Any], config: RunnableConfig) -> StopReason | None:
         """Why the run must stop now (cumulative usage vs the budget), or None."""
@@ -129,7 +140,7 @@ class Nodes:
             parent=current.version if current else None,
         )
         update = {
-            "plans": [version],
+            "plans": [self.keep_done(versions, version)],
             "replan_trigger": None,
             "usage": {"model_calls": 1, "steps": 1},
         }
@@ -216,15 +227,14 @@ class Nodes:
             return Command(goto="evidence_resolve", update=update)
         if spec.action == "revise" and spec.steps:
             versions = state.get("plans") or []
-            update["plans"] = [
-                PlanVersion(
-                    len(versions) + 1,
-                    to_steps(spec.steps),
-                    trigger=PlanTrigger(spec.trigger),
-                    reason=spec.reason,
-                    parent=current.version if current else None,
-                )
-            ]
+            revised = PlanVersion(
+                len(versions) + 1,
+                to_steps(spec.steps),
+                trigger=PlanTrigger(spec.trigger),
+                reason=spec.reason,
+                parent=current.version if current else None,
+            )
+            update["plans"] = [self.keep_done(versions, revised)]
         return Command(goto="planner_gate", update=update)
 
     def respond(self, state: PlanExecuteState) -> Command[Any]:

@@ -28,6 +28,7 @@ from agent_guards.planner_gate.model import (
 from agent_guards.planner_gate.ops import (
     carry_over,
     current_plan,
+    keep_done_writes,
     mark_step,
     next_step,
     runnable_steps,
@@ -53,6 +54,7 @@ __all__ = [
     "create_planner_gate",
     "current_plan",
     "gate_plan",
+    "keep_done_writes",
     "mark_step",
     "merge_plans",
     "missing_constraints",

@@ -15,15 +15,23 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.signatures import canonical_args
 from agent_guards.planner_gate.checks import check_enum, check_strs
 from agent_guards.planner_gate.model import FINISHED, PlanStatus, PlanStep, PlanVersion, StepStatus
 
-__all__ = ["carry_over", "current_plan", "mark_step", "next_step", "runnable_steps"]
+__all__ = [
+    "carry_over",
+    "current_plan",
+    "keep_done_writes",
+    "mark_step",
+    "next_step",
+    "runnable_steps",
+]
 
 _TERMINAL = frozenset({StepStatus.DONE, StepStatus.SKIPPED, StepStatus.CANCELLED})
 
@@ -133,6 +141,41 @@ def carry_over(previous: PlanVersion, new: PlanVersion) -> PlanVersion:
         if old is not None and same and step.status is StepStatus.PENDING:
             kept: dict[str, Any] = {"evidence_ids": old.evidence_ids, "call_ids": old.call_ids}
             step = replace(step, status=old.status, note=old.note, **kept)  # noqa: PLW2901
+        steps.append(step)
+    return replace(new, steps=tuple(steps))
+
+
+def keep_done_writes(
+    versions: Sequence[PlanVersion], new: PlanVersion, *, reads: Collection[str] = ()
+) -> PlanVersion:
+    """A replan never runs a completed write again: a pending step of ``new`` with the tool
+    and args of a step that is done in any earlier version takes that step's status,
+    evidence, call ids and note, whatever its id. Tools in ``reads`` only read, so their
+    steps may run again (the world may have changed); any other tool may write.
+
+    >>> from agent_guards.planner_gate.model import PlanStep
+    >>> v1 = PlanVersion(1, [PlanStep("s1", "create the invoice", tool="invoice", args={"n": 7})])
+    >>> v1 = mark_step(v1, "s1", "done")
+    >>> v2 = PlanVersion(2, [PlanStep("a", "invoice again", tool="invoice", args={"n": 7}),
+    ...                      PlanStep("b", "mail it", tool="mail")],
+    ...                  trigger="execution_feedback", parent=1)
+    >>> [s.status.value for s in keep_done_writes([v1], v2).steps]
+    ['done', 'pending']
+    >>> [s.status.value for s in keep_done_writes([v1], v2, reads={"invoice"}).steps]
+    ['pending', 'pending']
+    """
+    done: dict[tuple[str, str], PlanStep] = {}
+    for version in versions:
+        for step in version.steps:
+            if step.status is StepStatus.DONE and step.tool and step.tool not in reads:
+                done[(step.tool, canonical_args(step.args))] = step
+    steps = []
+    for step in new.steps:
+        old = done.get((step.tool or "", canonical_args(step.args)))
+        if old is not None and step.status is StepStatus.PENDING:
+            kept: dict[str, Any] = {"evidence_ids": old.evidence_ids, "call_ids": old.call_ids}
+            note = old.note or f"done before, as {old.id}: not run again"
+            step = replace(step, status=StepStatus.DONE, note=note, **kept)  # noqa: PLW2901
         steps.append(step)
     return replace(new, steps=tuple(steps))
 

@@ -28,6 +28,7 @@ from agent_guards.planner_gate import (
     create_planner_gate,
     current_plan,
     gate_plan,
+    keep_done_writes,
     mark_step,
     merge_plans,
     missing_constraints,
@@ -656,3 +657,42 @@ def test_gate_laws(
         assert d.selected_ids == (versions[-1].id,)
     if d.verdict is Verdict.EXECUTE:
         assert d.selected_ids and d.data["next_step"] is not None
+
+
+def _invoice_plan(version: int, *steps: tuple[str, str, dict[str, Any]], **kw: Any) -> PlanVersion:
+    return PlanVersion(
+        version, [PlanStep(i, f"{t} {a}", tool=t, args=a) for i, t, a in steps], **kw
+    )
+
+
+@pytest.mark.parametrize(
+    ("relisted", "reads", "status"),
+    [
+        (("x9", "create_invoice", {"n": 7}), (), "done"),  # same write, new id: not re-run
+        (("s1", "create_invoice", {"n": 7}), (), "done"),
+        (("x9", "create_invoice", {"n": 8}), (), "pending"),  # another invoice
+        (("x9", "search", {"q": "a"}), ("search",), "pending"),  # a read may run again
+        (("x9", "search", {"q": "a"}), (), "done"),  # unknown effect: may have written
+    ],
+    ids=["same write, new id", "same write, same id", "other args", "a read", "unknown"],
+)
+def test_a_replan_never_reruns_a_completed_write(
+    relisted: tuple[str, str, dict[str, Any]], reads: tuple[str, ...], status: str
+) -> None:
+    v1 = _invoice_plan(1, ("s1", "create_invoice", {"n": 7}), ("s2", "search", {"q": "a"}))
+    v1 = mark_step(mark_step(v1, "s1", "done"), "s2", "done")
+    v2 = _invoice_plan(2, relisted, trigger="execution_feedback", parent=1)
+    v3 = _invoice_plan(3, relisted, trigger="execution_feedback", parent=2)
+    # the write was done under v1: v3 is checked against every earlier version
+    kept = keep_done_writes([v1, v2], v3, reads=reads)
+    assert kept.steps[0].status.value == status
+    if status == "done":
+        assert "not run again" in (kept.steps[0].note or "") or kept.steps[0].id == "s1"
+
+
+def test_a_failed_write_may_run_again_after_a_replan() -> None:
+    v1 = mark_step(_invoice_plan(1, ("s1", "create_invoice", {"n": 7})), "s1", "failed")
+    v2 = _invoice_plan(
+        2, ("x9", "create_invoice", {"n": 7}), trigger="execution_feedback", parent=1
+    )
+    assert keep_done_writes([v1], v2).steps[0].status.value == "pending"
