@@ -50,7 +50,7 @@ from .prompts import (
     to_steps,
     usage_of,
 )
-from .state import PlanExecuteState, Policies
+from .state import CANCEL_KEY, PlanExecuteState, Policies
 
 __all__ = ["Nodes", "accept_every_plan", "keep_all_evidence", "no_facts"]
 
@@ -87,6 +87,15 @@ class Nodes:
         """A new version never re-runs a write that is done (a read may run again)."""
         return keep_done_writes(versions, new, reads=self.reads) if self.pol.guards else new
 
+    def stop_now(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any] | None:
+        """The outcome to end on before doing more work: a cancel the caller asked for
+        between steps (``cancel_run``), or a spent budget; None to go on."""
+        cancel = (config.get("configurable") or {}).get(CANCEL_KEY)
+        if cancel:
+            return {"route": "cancelled", "reason": "cancelled", "detail": str(cancel)}
+        reason = self.over_budget(state, config)
+        return _stopped(reason) if reason is not None else None
+
     def over_budget(self, state: Mapping[str, Any], config: RunnableConfig) -> StopReason | None:
         """Why the run must stop now (cumulative usage vs the budget), or None."""
         if not self.pol.guards:
@@ -94,9 +103,9 @@ class Nodes:
         return self.pol.budget.check(state, now_from_config(config))
 
     def parse_goal(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
-        if (reason := self.over_budget(state, config)) is not None:
+        if (outcome := self.stop_now(state, config)) is not None:
             # a later turn (or a retry) on a thread whose budget is spent: no new model call
-            return Command(goto="respond", update={"outcome": _stopped(reason)})
+            return Command(goto="respond", update={"outcome": outcome})
         text = last_human(state["messages"])
         spec = ask(self.goal_model, GoalSpec, [SystemMessage(PARSE_PROMPT), HumanMessage(text)])
         goal = Goal(
@@ -124,8 +133,8 @@ class Nodes:
         return Command(goto="memory_resolve", update=update)
 
     def plan(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
-        if (reason := self.over_budget(state, config)) is not None:
-            return Command(goto="evidence_resolve", update={"outcome": _stopped(reason)})
+        if (outcome := self.stop_now(state, config)) is not None:
+            return Command(goto="evidence_resolve", update={"outcome": outcome})
         versions = state.get("plans") or []
         current = current_plan(versions)
         prompt = [SystemMessage(PLAN_PROMPT), HumanMessage(plan_context(state, current))]
@@ -151,8 +160,8 @@ class Nodes:
         step = next_step(current) if current else None
         if current is None or step is None:
             return Command(goto="evidence_resolve")
-        if (reason := self.over_budget(state, config)) is not None:
-            return Command(goto="evidence_resolve", update={"outcome": _stopped(reason)})
+        if (outcome := self.stop_now(state, config)) is not None:
+            return Command(goto="evidence_resolve", update={"outcome": outcome})
         brief = step_brief(state, step)
         return Command(
             goto=self.first,
@@ -170,9 +179,11 @@ class Nodes:
         )
 
     def agent(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
-        if (reason := self.over_budget(state, config)) is not None:
-            note = AIMessage(f"Stopped before the next model call: {reason}.", name="budget")
-            update = {"step_messages": [note], "outcome": _stopped(reason)}
+        if (outcome := self.stop_now(state, config)) is not None:
+            note = AIMessage(
+                f"Stopped before the next model call: {outcome['detail']}.", name="budget"
+            )
+            update = {"step_messages": [note], "outcome": outcome}
             return Command(goto="record_step", update=update)
         reply = self.agent_model.invoke(state["step_messages"])
         goto = "tools" if isinstance(reply, AIMessage) and reply.tool_calls else "record_step"
@@ -217,8 +228,8 @@ class Nodes:
         return Command(goto="review", update=update)
 
     def review(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
-        if (reason := self.over_budget(state, config)) is not None:
-            return Command(goto="evidence_resolve", update={"outcome": _stopped(reason)})
+        if (outcome := self.stop_now(state, config)) is not None:
+            return Command(goto="evidence_resolve", update={"outcome": outcome})
         current = current_plan(state.get("plans") or [])
         prompt = [SystemMessage(REVIEW_PROMPT), HumanMessage(plan_context(state, current))]
         spec = ask(self.review_model, ReviewSpec, prompt)

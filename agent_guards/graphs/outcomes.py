@@ -64,6 +64,8 @@ def _ended_early(preset: Mapping[str, Any], last: GuardDecision | None) -> dict[
         return {**preset, "text": f"To answer this I need: {asked}. Could you tell me?"}
     if route == "refuse":
         return {**preset, "text": f"I can't do that: {preset.get('reason')}. This was not retried."}
+    if route == "cancelled":
+        return {**preset, "text": f"Cancelled: {preset.get('detail')}"}
     if last is None or last.guard != "planner_gate" or route == "stopped":
         return None
     if last.verdict is Verdict.CLARIFY:

@@ -44,7 +44,7 @@ from agent_guards import (
 from agent_guards.tool_guard.ledger import RunLedger
 
 from .nodes import Nodes, accept_every_plan, keep_all_evidence, no_facts
-from .state import SUPERSTEPS_PER_STEP, PlanExecuteState, Policies, run_config
+from .state import CANCEL_KEY, SUPERSTEPS_PER_STEP, PlanExecuteState, Policies, run_config
 
 __all__ = [
     "SUPERSTEPS_PER_STEP",
@@ -52,6 +52,7 @@ __all__ = [
     "PlanExecuteState",
     "Policies",
     "build_graph",
+    "cancel_run",
     "graph",
     "run_config",
 ]
@@ -190,6 +191,32 @@ def _async_sleep(sleep: Callable[[float], Any]) -> Callable[[float], Any]:
         sleep(seconds)
 
     return asleep
+
+
+def cancel_run(app: Any, config: RunnableConfig, reason: str = "cancelled by the user") -> Any:
+    """Cancel a run between steps, wherever it stands; returns the final state.
+
+    The run resumes with ``configurable[CANCEL_KEY] = reason``: the next node that would do
+    work (plan, step, model call, review) ends the run instead, and the completed
+    side-effect steps of every plan version are compensated, newest first. Works on a run
+    stopped between steps (``interrupt_before``/``interrupt_after``, a crash, a budget).
+    A run paused for an approval is cancelled with ``Command(resume={"cancel": reason})``.
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> from agent_guards.graphs.scenarios import SCENARIOS, scenario_config
+        >>> scenario = SCENARIOS["procurement_threshold"]
+        >>> app = build_graph(scenario.script().model(), scenario.tools(),
+        ...                   checkpointer=InMemorySaver())
+        >>> cfg = scenario_config(scenario, "t")
+        >>> _ = app.invoke({"messages": [("user", scenario.message)]}, cfg,
+        ...                interrupt_before=["start_step"])
+        >>> out = cancel_run(app, cfg, "the user changed their mind")
+        >>> out["outcome"]["route"], out["outcome"]["text"]
+        ('cancelled', 'Cancelled: the user changed their mind')
+    """
+    configurable = {**(config.get("configurable") or {}), CANCEL_KEY: reason}
+    return app.invoke(None, {**config, "configurable": configurable})
 
 
 def graph(config: RunnableConfig) -> Any:

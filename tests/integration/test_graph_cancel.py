@@ -231,3 +231,29 @@ def test_cancel_undoes_writes_of_every_plan_version_newest_first_once_each() -> 
         "deleted the draft made by s2",
     ]
     assert [s.id for s in undo.undone] == ["s3", "s1", "s2"]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_run_can_be_cancelled_between_steps_not_only_at_an_approval(
+    kind: str, tmp_path: Path
+) -> None:
+    from agent_guards.graphs.plan_execute import cancel_run
+
+    undo = Undo()
+    scenario = payment_scenario(tmp_path, undo)
+    with persistence(kind, tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        # the caller stops the run after the first step, before the approval is asked for
+        graph.invoke(
+            {"messages": [("user", scenario.message)]}, config, interrupt_after=["record_step"]
+        )
+        paused = graph.get_state(config)
+        assert paused.values["plans"][-1].step("s1").status is StepStatus.DONE
+        done = cancel_run(graph, config, "the user changed their mind")
+        assert graph.get_state(config).next == ()
+    assert done["outcome"]["route"] == "cancelled"
+    assert done["outcome"]["compensated"] == ["deleted the draft made by s1"]
+    assert done["outcome"]["text"].startswith("Cancelled: the user changed their mind")
+    assert calls_logged(tmp_path) == ["create_draft"]  # nothing ran after the cancel
+    assert done["usage"]["model_calls"] == paused.values["usage"]["model_calls"]
