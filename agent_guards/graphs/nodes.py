@@ -33,6 +33,7 @@ from agent_guards.planner_gate import (
     next_step,
     progress_update,
 )
+from agent_guards.tool_guard.ledger import CANCEL_KEY
 
 from .outcomes import blend_outcome, compensate, respond_outcome, step_outcome
 from .prompts import (
@@ -50,7 +51,7 @@ from .prompts import (
     to_steps,
     usage_of,
 )
-from .state import CANCEL_KEY, PlanExecuteState, Policies
+from .state import PlanExecuteState, Policies
 
 __all__ = ["Nodes", "accept_every_plan", "keep_all_evidence", "no_facts"]
 

@@ -41,10 +41,10 @@ from agent_guards import (
     create_memory_resolve,
     create_planner_gate,
 )
-from agent_guards.tool_guard.ledger import RunLedger
+from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger
 
 from .nodes import Nodes, accept_every_plan, keep_all_evidence, no_facts
-from .state import CANCEL_KEY, SUPERSTEPS_PER_STEP, PlanExecuteState, Policies, run_config
+from .state import SUPERSTEPS_PER_STEP, PlanExecuteState, Policies, run_config
 
 __all__ = [
     "SUPERSTEPS_PER_STEP",

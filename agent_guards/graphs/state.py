@@ -32,10 +32,7 @@ from agent_guards.evidence_resolve import merge_evidence
 from agent_guards.planner_gate import merge_plans
 from agent_guards.serde import delta_channel, delta_log
 
-CANCEL_KEY = "agent_guards_cancel"
-"""``config["configurable"][CANCEL_KEY] = reason`` cancels the run at its next step."""
-
-__all__ = ["CANCEL_KEY", "SUPERSTEPS_PER_STEP", "PlanExecuteState", "Policies", "run_config"]
+__all__ = ["SUPERSTEPS_PER_STEP", "PlanExecuteState", "Policies", "run_config"]
 
 # How many super-steps one counted step may take (context_guard, agent, tools, a nudge).
 SUPERSTEPS_PER_STEP = 4

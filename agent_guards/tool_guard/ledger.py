@@ -35,7 +35,12 @@ from agent_guards.core.effects import Effect
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
-__all__ = ["GRANT_KEY", "Reconcile", "RunLedger"]
+__all__ = ["CANCEL_KEY", "GRANT_KEY", "Reconcile", "RunLedger"]
+
+CANCEL_KEY = "agent_guards_cancel"
+"""``config["configurable"][CANCEL_KEY] = reason`` cancels the run: a tool call planned under
+it is answered as cancelled and never executed (the reference graph also ends the run at
+its next step; see ``cancel_run``)."""
 
 GRANT_KEY = "agent_guards_grant"
 """``config["configurable"][GRANT_KEY] = {"tool_calls": N, "reason": "..."}`` raises the

@@ -28,7 +28,7 @@ from agent_guards.retry_router.policy import RetryRouterPolicy
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
 
-__all__ = ["Plan", "from_ledger", "over_budget", "plan_call"]
+__all__ = ["Plan", "cancelled", "from_ledger", "over_budget", "plan_call"]
 
 
 @dataclass(frozen=True)
@@ -471,5 +471,25 @@ def from_ledger(call: Any, content: str, reason: str, *, policy: str) -> Plan:
         selected_ids=(str(call["id"]),),
         policy=policy,
         data={"tool": call["name"], "ledger": reason},
+    )
+    return Plan("reuse", message=message, decisions=(decision,))
+
+
+def cancelled(call: Any, reason: str, *, replace_id: str | None = None) -> Plan:
+    """Answer a call planned after the run was cancelled: it is never executed."""
+    message = ToolMessage(
+        content=f"[cancel] Not executed: the run was cancelled ({reason}).",
+        tool_call_id=call["id"],
+        name=call["name"],
+        id=replace_id,  # not a failure: nothing to retry or repair, the run is over
+        response_metadata={"agent_guards": {"cancelled": reason}},
+    )
+    decision = GuardDecision(
+        guard="cancel",
+        verdict=Verdict.STOP,
+        reason="cancelled",
+        detail=f"{call['name']} (call {call['id']}) was not run: {reason}",
+        selected_ids=(str(call["id"]),),
+        data={"tool": call["name"]},
     )
     return Plan("reuse", message=message, decisions=(decision,))

@@ -35,8 +35,15 @@ from agent_guards.retry_router.classify import describe_failure, failure_message
 from agent_guards.retry_router.core import decide_failure
 from agent_guards.retry_router.model import Failure, FailureKind
 from agent_guards.retry_router.policy import RetryRouterPolicy
-from agent_guards.tool_guard.ledger import RunLedger, grant
-from agent_guards.tool_guard.plan import Plan, from_ledger, over_budget, plan_call, retry_signature
+from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger, grant
+from agent_guards.tool_guard.plan import (
+    Plan,
+    cancelled,
+    from_ledger,
+    over_budget,
+    plan_call,
+    retry_signature,
+)
 
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -332,6 +339,10 @@ class ToolCallGuard:
         plan = plan_call(request, loop=self.loop, retry=self.retry, messages_key=self.messages_key)
         if plan.kind not in ("execute", "retry"):
             return plan
+        config = getattr(request.runtime, "config", None) or {}
+        cancel = (config.get("configurable") or {}).get(CANCEL_KEY)
+        if cancel:
+            return cancelled(request.tool_call, str(cancel), replace_id=plan.replace_id)
         where = self._ledger_at(request)
         if where is not None and plan.kind == "execute":
             plan = self._recorded(request, plan, *where)
@@ -340,7 +351,6 @@ class ToolCallGuard:
         limit = self.budget.max_tool_calls if self.budget is not None else None
         if limit is None:
             return plan
-        config = getattr(request.runtime, "config", None)
         limit += grant(config)[0]
         spent = self.ledger.executions(*where) if self.ledger and where else 0
         return (

@@ -257,3 +257,18 @@ def test_a_run_can_be_cancelled_between_steps_not_only_at_an_approval(
     assert done["outcome"]["text"].startswith("Cancelled: the user changed their mind")
     assert calls_logged(tmp_path) == ["create_draft"]  # nothing ran after the cancel
     assert done["usage"]["model_calls"] == paused.values["usage"]["model_calls"]
+
+
+def test_calls_pending_when_the_run_is_cancelled_are_answered_not_run(tmp_path: Path) -> None:
+    from agent_guards.graphs.plan_execute import cancel_run
+
+    scenario = payment_scenario(tmp_path, Undo())
+    with persistence("memory", tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        graph.invoke({"messages": [("user", scenario.message)]}, config, interrupt_before=["tools"])
+        assert graph.get_state(config).next == ("tools",)
+        done = cancel_run(graph, config, "stop now")
+    assert calls_logged(tmp_path) == []  # the pending create_draft never ran
+    assert done["outcome"]["route"] == "cancelled"
+    assert ("stop", "cancelled") in [(d.verdict.value, d.reason) for d in done["guard_log"]]
