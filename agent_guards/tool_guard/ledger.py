@@ -30,12 +30,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
-__all__ = ["CANCEL_KEY", "GRANT_KEY", "Reconcile", "RunLedger"]
+__all__ = ["CANCEL_KEY", "GRANT_KEY", "Reconcile", "RunLedger", "grant", "granted"]
 
 CANCEL_KEY = "agent_guards_cancel"
 """``config["configurable"][CANCEL_KEY] = reason`` cancels the run: a tool call planned under
@@ -158,6 +159,20 @@ def grant(config: Mapping[str, Any] | None) -> tuple[int, str]:
     if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
         raise ValueError(f"configurable[{GRANT_KEY!r}]['tool_calls'] must be an int >= 0")
     return extra, str(value.get("reason", ""))
+
+
+def granted(call: Mapping[str, Any], limit: int, extra: int, reason: str) -> GuardDecision:
+    """The record of a call that ran only because the run's config granted more calls."""
+    return GuardDecision(
+        guard="budget",
+        verdict=Verdict.CONTINUE,
+        reason="granted",
+        detail=f"{call['name']} ran past max_tool_calls={limit} on a grant of {extra}"
+        + (f" ({reason})" if reason else ""),
+        selected_ids=(str(call["id"]),),
+        policy=f"Budget(max_tool_calls={limit})",
+        data={"limit": limit, "grant": extra, "reason": reason},
+    )
 
 
 Status = Literal["started", "done", "failed"]

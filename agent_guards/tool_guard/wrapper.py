@@ -35,7 +35,7 @@ from agent_guards.retry_router.classify import describe_failure, failure_message
 from agent_guards.retry_router.core import decide_failure
 from agent_guards.retry_router.model import Failure, FailureKind
 from agent_guards.retry_router.policy import RetryRouterPolicy
-from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger, grant
+from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger, grant, granted
 from agent_guards.tool_guard.plan import (
     Plan,
     cancelled,
@@ -351,11 +351,18 @@ class ToolCallGuard:
         limit = self.budget.max_tool_calls if self.budget is not None else None
         if limit is None:
             return plan
-        limit += grant(config)[0]
+        extra, why = grant(config)
         spent = self.ledger.executions(*where) if self.ledger and where else 0
-        return (
-            over_budget(request, plan, limit, messages_key=self.messages_key, spent=spent) or plan
+        refused = over_budget(
+            request, plan, limit + extra, messages_key=self.messages_key, spent=spent
         )
+        if refused is not None:
+            return refused
+        if extra and over_budget(request, plan, limit, messages_key=self.messages_key, spent=spent):
+            return replace(
+                plan, decisions=(*plan.decisions, granted(request.tool_call, limit, extra, why))
+            )
+        return plan
 
     # the run ledger ----------------------------------------------------------------------
 

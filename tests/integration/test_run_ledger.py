@@ -200,8 +200,9 @@ def test_forks_of_a_spent_thread_execute_nothing_more_without_a_grant() -> None:
         graph.invoke(None, start)  # each fork starts from usage 0 in state; the ledger says 2
     assert world.runs == ["fetch 0", "fetch 1"]
     granted = {**start, "configurable": {**start["configurable"], GRANT_KEY: {"tool_calls": 1}}}
-    graph.invoke(None, granted)
+    out = graph.invoke(None, granted)
     assert world.runs == ["fetch 0", "fetch 1", "fetch 0"]
+    assert ("continue", "granted") in [(d.verdict.value, d.reason) for d in out["guard_log"]]
 
 
 def test_the_ledger_needs_a_store_and_says_so() -> None:
