@@ -1,0 +1,1 @@
+"""Real recorded agent trajectories (tau-bench) replayed through the tool wrapper."""
