@@ -11,7 +11,9 @@ graph's ``BaseStore``, which forks, resumes and retries share. So:
 - a call that may write, started but never reported back, is not blindly re-run: a
   ``reconcile`` hook, or a human through ``interrupt()``, says whether it happened;
 - every execution is counted once per thread, whatever checkpoint the run came from, so
-  ``max_tool_calls`` is spent from one account.
+  ``max_tool_calls`` is spent from one account;
+- two workers serving one thread never both run a call: each execution is claimed with
+  an insert only one writer can make, and the loser waits for the winner's outcome.
 
 Example:
     >>> from langgraph.store.memory import InMemoryStore
@@ -26,12 +28,14 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
+from agent_guards.tool_guard.claims import claim
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -53,17 +57,21 @@ result text out when the write did happen (the call is answered with it), None w
 did not (the call runs)."""
 
 _CONTENT_CHARS = 4000
+_POLL = 0.05  # seconds between two looks at a call another worker is running
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunLedger:
     """Where and how the ledger is kept. Holds configuration only; the entries live in the
-    store, under ``(*namespace, thread_id)``, one item per tool call id."""
+    store, under ``(*namespace, thread_id)``, one item per execution of a tool call."""
 
     namespace: tuple[str, ...] = ("agent_guards", "ledger")
     """Store namespace prefix (labels cannot contain dots)."""
     reconcile: Reconcile | None = None
     """Decides a started-but-unknown write; without it a human is asked (``interrupt``)."""
+    wait: float = 30.0
+    """Seconds a worker waits for the outcome of a call another worker on the same thread
+    is running (it never runs the call itself meanwhile)."""
 
     def __post_init__(self) -> None:
         if not self.namespace or any(
@@ -74,14 +82,18 @@ class RunLedger:
             )
         if self.reconcile is not None and not callable(self.reconcile):
             raise TypeError(f"RunLedger.reconcile must be callable, got {self.reconcile!r}")
+        if isinstance(self.wait, bool) or not isinstance(self.wait, int | float) or self.wait < 0:
+            raise ValueError(f"RunLedger.wait must be seconds >= 0, got {self.wait!r}")
 
     def _ns(self, thread_id: str) -> tuple[str, ...]:
         return (*self.namespace, thread_id)
 
     def entry(self, store: BaseStore, thread_id: str, call_id: str) -> dict[str, Any] | None:
-        """The recorded entry of one call, or None."""
-        item = store.get(self._ns(thread_id), call_id)
-        return dict(item.value) if item is not None else None
+        """The call's latest execution (``executions`` says which), or None if it never ran."""
+        latest, n = None, 1
+        while (item := store.get(self._ns(thread_id), _key(call_id, n))) is not None:
+            latest, n = dict(item.value), n + 1
+        return latest
 
     def start(
         self,
@@ -94,14 +106,16 @@ class RunLedger:
         effect: Effect | str,
         attempt: int = 1,
         previous: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Record the intent to run a call, before it runs (counted as an execution).
+    ) -> dict[str, Any] | None:
+        """Claim the call's next execution and record the intent, before it runs.
 
-        ``previous`` is the call's entry when the caller has just read it (it is read
-        again otherwise); the new entry is returned, for :meth:`finish`.
+        The claim is atomic (see :mod:`~agent_guards.tool_guard.claims`): of two workers
+        starting the same execution of a call, one gets the entry back and runs the tool,
+        the other gets None and waits for the outcome (:meth:`outcome`). ``previous`` is
+        the call's entry when the caller has just read it ({}: it never ran).
         """
         old = previous if previous is not None else self.entry(store, thread_id, call_id) or {}
-        entry = {
+        entry: dict[str, Any] = {
             "call_id": call_id,
             "tool": tool,
             "signature": signature[:500],
@@ -109,9 +123,10 @@ class RunLedger:
             "attempt": attempt,
             "executions": int(old.get("executions", 0)) + 1,
             "status": "started",
+            "started_at": time.time(),  # wall clock: how long another worker may still run it
         }
-        store.put(self._ns(thread_id), call_id, entry, index=False)
-        return entry
+        ns, key = self._ns(thread_id), _key(call_id, int(entry["executions"]))
+        return entry if claim(store, ns, key, entry) else None
 
     def finish(
         self,
@@ -125,11 +140,12 @@ class RunLedger:
     ) -> None:
         """Record a call's outcome, after it ran (``started``: the entry :meth:`start` wrote)."""
         old = started if started is not None else self.entry(store, thread_id, call_id)
+        old = old or {"call_id": call_id, "executions": 1}
         store.put(
             self._ns(thread_id),
-            call_id,
+            _key(call_id, int(old["executions"])),
             {
-                **(old or {"call_id": call_id, "executions": 1}),
+                **old,
                 "status": "done" if ok else "failed",
                 "digest": hashlib.sha256(content.encode()).hexdigest()[:16],
                 "content": content[:_CONTENT_CHARS],
@@ -137,15 +153,41 @@ class RunLedger:
             index=False,
         )
 
+    def outcome(
+        self,
+        store: BaseStore,
+        thread_id: str,
+        call_id: str,
+        *,
+        sleep: Callable[[float], Any] = time.sleep,
+    ) -> dict[str, Any] | None:
+        """The call's latest entry once it is no longer running elsewhere: a call started
+        less than ``wait`` seconds ago may still be running in another worker, so this
+        waits for its outcome until the start is ``wait`` seconds old. A ``started``
+        entry comes back only when it never reported back in that time."""
+        while True:
+            entry = self.entry(store, thread_id, call_id)
+            if entry is None or entry["status"] != "started":
+                return entry
+            if time.time() - float(entry.get("started_at", 0)) >= self.wait:
+                return entry
+            sleep(_POLL)
+
     def executions(self, store: BaseStore, thread_id: str) -> int:
-        """Every execution recorded for the thread, whatever checkpoint ran it."""
+        """Every execution recorded for the thread, whatever checkpoint or worker ran it
+        (one item per execution)."""
         total, offset = 0, 0
         while True:
             page = store.search(self._ns(thread_id), limit=100, offset=offset)
-            total += sum(int(i.value.get("executions", 0)) for i in page)
+            total += len(page)
             if len(page) < 100:
                 return total
             offset += 100
+
+
+def _key(call_id: str, execution: int) -> str:
+    """One store item per execution of a call: ``<call id>#<n>``."""
+    return f"{call_id}#{execution}"
 
 
 def grant(config: Mapping[str, Any] | None) -> tuple[int, str]:

@@ -454,13 +454,14 @@ def _failed(message: ToolMessage | None) -> bool:
     return message is not None and message.status == "error"
 
 
-def from_ledger(call: Any, content: str, reason: str, *, policy: str) -> Plan:
-    """Answer a call from its recorded outcome: it already ran (before a crash or a fork),
-    so running it again would repeat what it did."""
+def from_ledger(call: Any, content: str, reason: str, *, policy: str, failed: bool = False) -> Plan:
+    """Answer a call from its recorded outcome: it already ran (before a crash, on a fork,
+    or in another worker), so running it again would repeat what it did."""
     message = ToolMessage(
         content=content,
         tool_call_id=call["id"],
         name=call["name"],
+        status="error" if failed else "success",
         response_metadata={"agent_guards": {"reused_from": str(call["id"]), "ledger": reason}},
     )
     decision = GuardDecision(

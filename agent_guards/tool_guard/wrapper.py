@@ -292,7 +292,11 @@ class ToolCallGuard:
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             self.sleep(plan.delay)
-        started = self._ledger_start(request, plan)
+        where = self._ledger_at(request)
+        started = self._ledger_start(request, plan, where)
+        if where is not None and started is None:  # another worker is running this call
+            waited = self._ran_elsewhere(request, *where)
+            return self._outcome(request, waited.message, waited, failure=None, executions=0)
         try:
             result, failure, extra = self._after(request, execute(request), plan)
         except GraphBubbleUp:
@@ -320,7 +324,11 @@ class ToolCallGuard:
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             await self.asleep(plan.delay)
-        started = await self._off_loop(self._ledger_start, request, plan)
+        where = self._ledger_at(request)
+        started = await self._off_loop(self._ledger_start, request, plan, where)
+        if where is not None and started is None:  # another worker is running this call
+            waited = await asyncio.to_thread(self._ran_elsewhere, request, *where)
+            return self._outcome(request, waited.message, waited, failure=None, executions=0)
         try:
             result, failure, extra = self._after(request, await execute(request), plan)
         except GraphBubbleUp:
@@ -380,23 +388,45 @@ class ToolCallGuard:
         """An answer from the ledger for a call it already knows; else ``plan``, carrying the
         entry it read (so recording the run needs no second read)."""
         assert self.ledger is not None
-        call = request.tool_call
-        entry = self.ledger.entry(store, thread, str(call["id"]))
-        run = replace(plan, recorded=entry or {})
+        entry = self.ledger.entry(store, thread, str(request.tool_call["id"]))
         effect = plan.effect or Effect.UNKNOWN
         if entry is None or not effect.changes_world:
-            return run  # never ran, or a read: a read may simply run again
-        if entry["status"] == "started":
-            content = self._reconcile(entry)
-            if content is None:
-                return run
-            self.ledger.finish(store, thread, str(call["id"]), content=content, ok=True)
-            return from_ledger(call, content, "reconciled", policy=self._policy_label())
-        if entry["status"] == "done":
-            return from_ledger(
-                call, entry.get("content", ""), "recorded_outcome", policy=self._policy_label()
-            )
-        return run  # it failed: the retry rules decide
+            return replace(plan, recorded=entry or {})  # never ran, or a read: it may run again
+        settled = self._settle(request, store, thread, entry)
+        if isinstance(settled, Plan):
+            return settled
+        return replace(plan, recorded=settled)  # it failed, or did not happen: it may run
+
+    def _ran_elsewhere(self, request: ToolCallRequest, store: BaseStore, thread: str) -> Plan:
+        """The answer to a call whose execution another worker claimed first."""
+        assert self.ledger is not None
+        entry = self.ledger.entry(store, thread, str(request.tool_call["id"]))
+        settled = self._settle(request, store, thread, entry or {"status": "started"})
+        if isinstance(settled, Plan):
+            return settled
+        call = request.tool_call
+        content = settled.get("content") if settled.get("status") == "failed" else None
+        content = content or f"{call['name']} was claimed by another worker and not run here."
+        return from_ledger(call, content, "ran_elsewhere", policy=self._policy_label(), failed=True)
+
+    def _settle(
+        self, request: ToolCallRequest, store: BaseStore, thread: str, entry: Mapping[str, Any]
+    ) -> Plan | dict[str, Any]:
+        """What a recorded execution of a call says: its outcome as the answer (done, or
+        reconciled after it never reported back), or the entry when the call may run."""
+        assert self.ledger is not None
+        call, label = request.tool_call, self._policy_label()
+        if entry["status"] == "started":  # running elsewhere, or it never reported back
+            entry = self.ledger.outcome(store, thread, str(call["id"]), sleep=self.sleep) or {}
+        if entry.get("status") == "done":
+            return from_ledger(call, entry.get("content", ""), "recorded_outcome", policy=label)
+        if entry.get("status") != "started":
+            return dict(entry)
+        content = self._reconcile(entry)
+        if content is None:
+            return dict(entry)
+        self.ledger.finish(store, thread, str(call["id"]), content=content, ok=True, started=entry)
+        return from_ledger(call, content, "reconciled", policy=label)
 
     def _reconcile(self, entry: Mapping[str, Any]) -> str | None:
         """Did a started-but-unknown write happen? The hook says, else a human (interrupt)."""
@@ -428,9 +458,11 @@ class ToolCallGuard:
     def _policy_label(self) -> str:
         return self.loop.label if self.loop is not None else ""
 
-    def _ledger_start(self, request: ToolCallRequest, plan: Plan) -> dict[str, Any] | None:
-        """Record the intent before the tool runs; the entry written (None: no ledger)."""
-        where = self._ledger_at(request)
+    def _ledger_start(
+        self, request: ToolCallRequest, plan: Plan, where: tuple[BaseStore, str] | None
+    ) -> dict[str, Any] | None:
+        """Claim the execution and record the intent before the tool runs: the entry
+        written, or None (no ledger, or another worker holds the claim)."""
         if where is None or self.ledger is None:
             return None
         call = request.tool_call

@@ -1,0 +1,79 @@
+"""``claim``: insert-if-absent on each store LangGraph ships (one winner, readable back)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.store.memory import InMemoryStore
+
+from agent_guards.persistence import open_persistence
+from agent_guards.tool_guard.claims import claim, is_atomic
+
+NS = ("agent_guards", "ledger", "t1")
+
+
+@contextmanager
+def sync_store(kind: str, tmp_path: Path, postgres_url: str | None) -> Iterator[Any]:
+    if kind == "memory":
+        yield InMemoryStore()
+        return
+    db = postgres_url if kind == "postgres" else str(tmp_path / "claims.sqlite")
+    assert db is not None
+    with open_persistence(db) as (_, store):
+        yield store
+
+
+@pytest.fixture
+def pg(request: pytest.FixtureRequest) -> str | None:
+    if "postgres" not in request.node.name:
+        return None
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.mark.parametrize(
+    "kind", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_the_first_claim_wins_and_reads_back(kind: str, tmp_path: Path, pg: str | None) -> None:
+    with sync_store(kind, tmp_path, pg) as store:
+        key = f"call-{kind}#1"
+        assert claim(store, NS, key, {"status": "started", "by": "a"}) is True
+        assert claim(store, NS, key, {"status": "started", "by": "b"}) is False
+        assert store.get(NS, key).value == {"status": "started", "by": "a"}
+        assert [i.key for i in store.search(NS) if i.key == key] == [key]
+        store.put(NS, key, {"status": "done", "by": "a"}, index=False)  # the outcome overwrites
+        assert store.get(NS, key).value["status"] == "done"
+        assert is_atomic(store) is (kind != "memory")
+
+
+@asynccontextmanager
+async def async_sqlite(tmp_path: Path) -> AsyncIterator[Any]:
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    async with AsyncSqliteStore.from_conn_string(str(tmp_path / "claims.sqlite")) as store:
+        await store.setup()
+        yield store
+
+
+async def test_claims_on_an_async_store_run_from_a_worker_thread(tmp_path: Path) -> None:
+    async with async_sqlite(tmp_path) as store:
+        first = await asyncio.to_thread(claim, store, NS, "c#1", {"by": "a"})
+        second = await asyncio.to_thread(claim, store, NS, "c#1", {"by": "b"})
+        assert (first, second) == (True, False)
+        assert (await store.aget(NS, "c#1")).value == {"by": "a"}
+
+
+@pytest.mark.postgres
+async def test_claims_on_async_postgres_run_from_a_worker_thread(postgres_url: str) -> None:
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    async with AsyncPostgresStore.from_conn_string(postgres_url) as store:
+        await store.setup()
+        first = await asyncio.to_thread(claim, store, NS, "apg#1", {"by": "a"})
+        second = await asyncio.to_thread(claim, store, NS, "apg#1", {"by": "b"})
+        assert (first, second) == (True, False)
+        assert (await store.aget(NS, "apg#1")).value == {"by": "a"}
