@@ -22,7 +22,9 @@ from agent_guards import PlanStep, PlanVersion
 from agent_guards.budget import StopReason
 from agent_guards.context_guard import flag_evidence
 from agent_guards.core import Effect, now_from_config
+from agent_guards.core.stopping import answer_pending
 from agent_guards.evidence_resolve import evidence_from_messages
+from agent_guards.graph import stamp
 from agent_guards.planner_gate import (
     Goal,
     PlanTrigger,
@@ -34,8 +36,9 @@ from agent_guards.planner_gate import (
     progress_update,
 )
 from agent_guards.tool_guard.ledger import CANCEL_KEY
+from agent_guards.tool_guard.plan import cancelled
 
-from .outcomes import blend_outcome, compensate, respond_outcome, step_outcome
+from .outcomes import blend_outcome, compensation, respond_outcome, step_outcome, to_undo
 from .prompts import (
     PARSE_PROMPT,
     PLAN_PROMPT,
@@ -97,6 +100,29 @@ class Nodes:
         reason = self.over_budget(state, config)
         return _stopped(reason) if reason is not None else None
 
+    def asked_to_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A new user message that only asks to stop a run that has not finished (paused,
+        interrupted, or crashed mid-plan): the cancel outcome; None otherwise."""
+        unfinished = state.get("plans") and not (state.get("outcome") or {}).get("route")
+        if not unfinished or self.pol.stop_request is None:
+            return None
+        text = last_human(state["messages"])
+        if not self.pol.stop_request(text):
+            return None
+        return {"route": "cancelled", "reason": "cancelled", "detail": f"the user said {text!r}"}
+
+    def cancel_in_flight(
+        self, state: Mapping[str, Any], config: RunnableConfig, detail: str
+    ) -> dict[str, Any]:
+        """Answer the step's tool calls that never got a result as cancelled (not executed),
+        each one recorded: the update for ``step_messages`` and ``guard_log``."""
+        pending = answer_pending(state.get("step_messages") or [], "")
+        plans = [cancelled({"id": m.tool_call_id, "name": m.name}, detail) for m in pending]
+        return {
+            "step_messages": [p.message for p in plans],
+            "guard_log": [stamp(d, config) for p in plans for d in p.decisions],
+        }
+
     def over_budget(self, state: Mapping[str, Any], config: RunnableConfig) -> StopReason | None:
         """Why the run must stop now (cumulative usage vs the budget), or None."""
         if not self.pol.guards:
@@ -104,9 +130,12 @@ class Nodes:
         return self.pol.budget.check(state, now_from_config(config))
 
     def parse_goal(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
-        if (outcome := self.stop_now(state, config)) is not None:
-            # a later turn (or a retry) on a thread whose budget is spent: no new model call
-            return Command(goto="respond", update={"outcome": outcome})
+        if (outcome := self.stop_now(state, config) or self.asked_to_stop(state)) is not None:
+            # a cancel, or a later turn on a thread whose budget is spent: no new model call
+            stopped: dict[str, Any] = {"outcome": outcome}
+            if outcome["route"] == "cancelled":
+                stopped |= self.cancel_in_flight(state, config, outcome["detail"])
+            return Command(goto="respond", update=stopped)
         text = last_human(state["messages"])
         spec = ask(self.goal_model, GoalSpec, [SystemMessage(PARSE_PROMPT), HumanMessage(text)])
         goal = Goal(
@@ -249,14 +278,18 @@ class Nodes:
             update["plans"] = [self.keep_done(versions, revised)]
         return Command(goto="planner_gate", update=update)
 
-    def respond(self, state: PlanExecuteState) -> Command[Any]:
+    def respond(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
         outcome = respond_outcome(state) if self.pol.guards else blend_outcome(state)
-        if outcome["route"] == "cancelled" and (undone := compensate(state, self.undo)):
-            outcome["compensated"] = undone
-            outcome["text"] += "\nUndone: " + "; ".join(undone)
+        update: dict[str, Any] = {}
+        if outcome["route"] == "cancelled" and (steps := to_undo(state, self.undo)):
+            # every completed write of the thread, newest first, each one recorded
+            undone = [(step, self.undo[str(step.tool)](step)) for step in steps]
+            outcome["compensated"] = [line for _, line in undone]
+            outcome["text"] += "\nUndone: " + "; ".join(outcome["compensated"])
+            update["guard_log"] = [stamp(compensation(*pair), config) for pair in undone]
         message = AIMessage(outcome["text"], name="respond")
         goto = "escalate" if outcome["route"] == "escalate" else END
-        return Command(goto=goto, update={"messages": [message], "outcome": outcome})
+        return Command(goto=goto, update={"messages": [message], "outcome": outcome, **update})
 
     def escalate(self, state: PlanExecuteState) -> dict[str, Any]:
         outcome = dict(state.get("outcome") or {})

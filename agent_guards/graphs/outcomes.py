@@ -181,13 +181,13 @@ def blend_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def compensate(
+def to_undo(
     state: Mapping[str, Any], undo: Mapping[str, Callable[[PlanStep], str]]
-) -> list[str]:
-    """Run the undo hooks of every completed step with a side effect, newest first.
+) -> list[PlanStep]:
+    """The completed steps with a side effect and an undo hook, newest first.
 
     Every plan version is read, not only the current one: a replan may have dropped a step
-    that had already written. A step carried over from version to version is undone once.
+    that had already written. A step carried over from version to version comes once.
     """
     seen: set[tuple[str, str | None, str]] = set()
     done: list[PlanStep] = []
@@ -197,4 +197,23 @@ def compensate(
             if step.status is StepStatus.DONE and step.tool in undo and key not in seen:
                 seen.add(key)
                 done.append(step)
-    return [undo[s.tool](s) for s in done if s.tool is not None]
+    return done
+
+
+def compensate(
+    state: Mapping[str, Any], undo: Mapping[str, Callable[[PlanStep], str]]
+) -> list[str]:
+    """Run the undo hooks of :func:`to_undo`'s steps, in its order; the lines they return."""
+    return [undo[s.tool](s) for s in to_undo(state, undo) if s.tool is not None]
+
+
+def compensation(step: PlanStep, line: str) -> GuardDecision:
+    """The record of one compensation a cancel ran."""
+    return GuardDecision(
+        guard="cancel",
+        verdict=Verdict.STOP,
+        reason="compensated",
+        detail=f"undid {step.tool} of step {step.id}: {line}",
+        selected_ids=(step.id,),
+        data={"tool": step.tool, "args": dict(step.args)},
+    )

@@ -28,6 +28,7 @@ from agent_guards import (
     RetryRouterPolicy,
 )
 from agent_guards.budget import recursion_limit_for
+from agent_guards.core.cancel import StopRequest, is_stop_request
 from agent_guards.evidence_resolve import merge_evidence
 from agent_guards.planner_gate import merge_plans
 from agent_guards.serde import delta_channel, delta_log
@@ -80,6 +81,9 @@ class Policies:
     max_context_tokens: int = 16_000
     required_constraints: tuple[str, ...] = ()
     approval_risk: Literal["low", "medium", "high"] | None = "high"
+    stop_request: StopRequest | None = is_stop_request
+    """How a new user message that asks to stop an unfinished run is recognized (it is
+    cancelled: completed writes undone, pending calls answered); None: never."""
     guards: bool = True
 
     def __post_init__(self) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_guards.core.cancel import is_stop_request
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.planner_gate.model import PlanStep, PlanVersion, RiskLevel, StepStatus
@@ -48,18 +49,23 @@ class Approval:
 
     @classmethod
     def from_resume(cls, value: Any, *, step_id: str | None = None) -> Approval:
-        """Read a resume value: a bool, ``"approve"``/``"reject"``, or a mapping with
-        ``approved`` (and optional ``by``, ``note``, ``args``) or ``cancel``.
+        """Read a resume value: a bool, ``"approve"``/``"reject"``, a request to stop the
+        run (``"stop"``, ``"cancel it"``: see :func:`~agent_guards.core.cancel.is_stop_request`),
+        or a mapping with ``approved`` (and optional ``by``, ``note``, ``args``) or ``cancel``.
 
         >>> Approval.from_resume({"approved": True, "by": "ops"}).by
         'ops'
         >>> Approval.from_resume("reject").approved
         False
+        >>> Approval.from_resume("Stop, cancel it").cancelled
+        True
         """
         if isinstance(value, bool):
             return cls(approved=value)
         if isinstance(value, str) and value.strip().lower() in _YES | _NO:
             return cls(approved=value.strip().lower() in _YES)
+        if isinstance(value, str) and is_stop_request(value):  # "stop", "cancel it", "算了"
+            return cls(approved=False, note=value.strip(), cancelled=True)
         if isinstance(value, Mapping):
             if "cancel" in value:
                 return cls(approved=False, note=str(value["cancel"] or ""), cancelled=True)

@@ -2,7 +2,9 @@
 
 A high-risk step pauses in planner_gate (``interrupt``); ``Command(resume=True)`` runs it;
 ``Command(resume={"cancel": ...})`` stops new calls, runs the compensation hooks of the
-completed side-effect steps, and records the cancelled run.
+completed side-effect steps, and records the cancelled run. The user can also cancel in
+their own words: a new message that only asks to stop ("stop", "never mind", "算了"), or
+such an answer to the approval question; a message with a task in it is never a cancel.
 """
 
 from __future__ import annotations
@@ -272,3 +274,80 @@ def test_calls_pending_when_the_run_is_cancelled_are_answered_not_run(tmp_path: 
     assert calls_logged(tmp_path) == []  # the pending create_draft never ran
     assert done["outcome"]["route"] == "cancelled"
     assert ("stop", "cancelled") in [(d.verdict.value, d.reason) for d in done["guard_log"]]
+
+
+# -- a cancel from the user's own words -------------------------------------------------------
+
+
+def _said(decisions: list[GuardDecision], guard: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    return [(d.verdict.value, d.reason, d.selected_ids) for d in decisions if d.guard == guard]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("words", ["stop", "Please cancel it!", "never mind", "算了，别做了"])
+def test_a_user_message_asking_to_stop_cancels_an_unfinished_run(
+    kind: str, words: str, tmp_path: Path
+) -> None:
+    undo = Undo()
+    scenario = payment_scenario(tmp_path, undo)
+    with persistence(kind, tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        paused = _pause(graph, config, scenario.message)  # waiting for the approval of s2
+        done = graph.invoke({"messages": [("user", words)]}, config)
+        assert graph.get_state(config).next == ()
+    assert done["outcome"]["route"] == "cancelled"
+    assert done["outcome"]["detail"] == f"the user said {words!r}"
+    assert done["usage"]["model_calls"] == paused["usage"]["model_calls"]  # no model call
+    assert calls_logged(tmp_path) == ["create_draft"]  # s2 never ran
+    assert [s.id for s in undo.undone] == ["s1"]
+    assert _said(done["guard_log"], "cancel") == [("stop", "compensated", ("s1",))]
+
+
+def test_an_approval_answered_with_stop_cancels_the_run(tmp_path: Path) -> None:
+    undo = Undo()
+    scenario = payment_scenario(tmp_path, undo)
+    with persistence("memory", tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        _pause(graph, config, scenario.message)
+        done = graph.invoke(Command(resume="stop, cancel it"), config)
+    assert (done["outcome"]["route"], done["outcome"]["reason"]) == ("cancelled", "cancelled")
+    assert calls_logged(tmp_path) == ["create_draft"]
+    assert [s.id for s in undo.undone] == ["s1"]
+
+
+def test_in_flight_calls_are_answered_and_recorded_when_the_user_says_stop(
+    tmp_path: Path,
+) -> None:
+    scenario = payment_scenario(tmp_path, Undo())
+    with persistence("memory", tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        graph.invoke({"messages": [("user", scenario.message)]}, config, interrupt_before=["tools"])
+        (turn,) = [m for m in graph.get_state(config).values["step_messages"] if m.type == "ai"]
+        done = graph.invoke({"messages": [("user", "stop")]}, config)
+    assert calls_logged(tmp_path) == []  # the pending create_draft never ran
+    call_ids = tuple(c["id"] for c in turn.tool_calls)
+    answers = [m for m in done["step_messages"] if getattr(m, "tool_call_id", None) in call_ids]
+    assert [m.content.startswith("[cancel] Not executed") for m in answers] == [True] * len(
+        call_ids
+    )
+    assert [ids for _, reason, ids in _said(done["guard_log"], "cancel")] == [
+        (i,) for i in call_ids
+    ]
+
+
+@pytest.mark.parametrize("words", ["cancel my order 42", "stop the server on box 3"])
+def test_a_task_that_mentions_stopping_is_not_a_cancel(words: str, tmp_path: Path) -> None:
+    """A message with a task in it goes to the model as the user's new input."""
+    undo = Undo()
+    scenario = payment_scenario(tmp_path, undo)
+    with persistence("memory", tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        paused = _pause(graph, config, scenario.message)
+        done = graph.invoke({"messages": [("user", words)]}, config)
+    assert done["outcome"].get("route") != "cancelled"
+    assert done["usage"]["model_calls"] > paused["usage"]["model_calls"]  # the model read it
+    assert undo.undone == [] and _said(done["guard_log"], "cancel") == []
