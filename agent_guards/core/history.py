@@ -20,7 +20,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from langchain_core.messages import (
@@ -53,6 +53,7 @@ __all__ = [
     "latest_batch",
     "recorded_effect",
     "scan_actions",
+    "with_declared",
 ]
 
 
@@ -130,6 +131,15 @@ class ScanOptions:
     """Effect classes the policy declares (they win over what the history records)."""
     declared: Mapping[str, Effect] = field(default_factory=dict)
     """Effects declared by the tools themselves, by name (e.g. from their annotations)."""
+
+
+def with_declared(opts: ScanOptions, effects: Mapping[str, Effect | str] | None) -> ScanOptions:
+    """``opts`` with the effects the tools declare, by name (``effects_of_tools(tools)``)."""
+    if not effects:
+        return opts
+    if not isinstance(effects, Mapping):
+        raise TypeError(f"effects must map tool names to effects, got {type(effects).__name__}")
+    return replace(opts, declared={name: Effect(e) for name, e in effects.items()})
 
 
 def _as_message(item: Any, index: int) -> BaseMessage:

@@ -54,6 +54,7 @@ from typing import Any
 from agent_guards.context_guard.core import fit_context
 from agent_guards.context_guard.summary import pin_message
 from agent_guards.core.decision import Verdict
+from agent_guards.core.effects import Effect
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.evals.errors import build_failure
 from agent_guards.evals.jsonform import messages_from_json, to_jsonable
@@ -155,12 +156,25 @@ def run_memory(data: Mapping[str, Any], *, policies: EvalPolicies | None = None)
     }
 
 
+def _effect(value: Any) -> Effect | None:
+    """``input.effect``: the failed tool's effect class (absent: unknown, a possible write)."""
+    if value is None:
+        return None
+    try:
+        return Effect(value)
+    except ValueError:
+        allowed = ", ".join(e.value for e in Effect)
+        raise InvalidInputError(f"{value!r} is not an effect; allowed: {allowed}",
+                                field="input.effect") from None  # fmt: skip
+
+
 def run_retry(data: Mapping[str, Any], *, policies: EvalPolicies | None = None) -> dict[str, Any]:
     """Classify one failure (``error``) or route a history (``messages``), then decide."""
     from agent_guards.core.signatures import call_signature
     from agent_guards.retry_router.core import decide_failure
 
-    keys = ("error", "messages", "call_id", "tool", "args", "attempt", "now", "policy")
+    keys = ("error", "messages", "call_id", "tool", "args", "attempt", "now", "policy", "effect",
+            "effects")  # fmt: skip
     check_input(data, keys, "retry")
     policy = with_options((policies or EvalPolicies()).retry, data.get("policy"))
     if ("error" in data) == ("messages" in data):
@@ -177,6 +191,7 @@ def run_retry(data: Mapping[str, Any], *, policies: EvalPolicies | None = None) 
             signature=call_signature(tool, data.get("args") or {}),
             attempt=int(data.get("attempt", 1)),
             policy=policy,
+            effect=_effect(data.get("effect")),
         )
     except InvalidInputError as err:
         return invalid(err, Verdict.CONTINUE, policy.label)

@@ -32,9 +32,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 
 from agent_guards.core.decision import GuardDecision, Verdict
-from agent_guards.core.effects import ToolEffects
+from agent_guards.core.effects import Effect, ToolEffects
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.history import scan_actions
+from agent_guards.core.history import scan_actions, with_declared
 from agent_guards.evals.jsonform import messages_from_json, to_jsonable
 from agent_guards.evals.policies import EvalPolicies, check_input, invalid, with_options
 from agent_guards.loop_check.core import detect_loop
@@ -212,6 +212,16 @@ def _effects(value: Any) -> ToolEffects:
         raise InvalidInputError(str(err), field="input.effects") from None
 
 
+def _declared(value: Any) -> dict[str, Effect]:
+    """``input.effects`` as effect classes by tool name."""
+    effects = _effects(value)
+    return {
+        **dict.fromkeys(effects.writes, Effect.WRITE),
+        **dict.fromkeys(effects.idempotent, Effect.IDEMPOTENT),
+        **dict.fromkeys(effects.read_only, Effect.READ),
+    }
+
+
 def _as_guarded(messages: list[Any], answers: Mapping[str, ToolMessage]) -> list[Any]:
     """The transcript as the guarded run would hold it: answered calls carry the guard's answer."""
     return [answers.get(m.tool_call_id, m) if isinstance(m, ToolMessage) else m for m in messages]
@@ -274,11 +284,12 @@ def run_retry_history(data: Mapping[str, Any], policy: RetryRouterPolicy) -> dic
     """Route a history's latest failures, or decide for one ``call_id`` in it."""
     messages = messages_from_json(data["messages"])
     call_id = data.get("call_id")
+    declared = _declared(data["effects"]) if data.get("effects") is not None else None
     try:
         if call_id is None:
-            decision = route_failures(messages, policy=policy)
+            decision = route_failures(messages, policy=policy, effects=declared)
         else:
-            actions = scan_actions(messages, policy.scan_options())
+            actions = scan_actions(messages, with_declared(policy.scan_options(), declared))
             target = next((a for a in reversed(actions) if a.call_id == call_id), None)
             failure = failure_of(target.message) if target and target.message else None
             if target is None or failure is None:
@@ -291,6 +302,7 @@ def run_retry_history(data: Mapping[str, Any], policy: RetryRouterPolicy) -> dic
                 attempt=target.attempts,
                 prior=[a for a in actions if a.ai_position < target.ai_position],
                 policy=policy,
+                effect=target.effect,
             )
     except InvalidInputError as err:
         return invalid(err, Verdict.CONTINUE, policy.label)

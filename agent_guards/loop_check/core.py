@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from rapidfuzz import fuzz
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
-from agent_guards.core.history import Action, ScanOptions, latest_batch, scan_actions
+from agent_guards.core.history import Action, latest_batch, scan_actions, with_declared
 from agent_guards.loop_check.policy import PATTERNS, LoopPolicy
 
 __all__ = [
@@ -199,15 +199,6 @@ def _default_policy() -> LoopPolicy:
     return LoopPolicy()
 
 
-def _scan_options(policy: LoopPolicy, effects: Mapping[str, Effect | str] | None) -> ScanOptions:
-    opts = policy.scan_options()
-    if not effects:
-        return opts
-    if not isinstance(effects, Mapping):
-        raise TypeError(f"effects must map tool names to effects, got {type(effects).__name__}")
-    return replace(opts, declared={name: Effect(e) for name, e in effects.items()})
-
-
 _SEVERITY = {Verdict.CONTINUE: 0, Verdict.NUDGE: 1, Verdict.STOP: 2, Verdict.ESCALATE: 2}
 
 
@@ -265,7 +256,7 @@ def detect_loop(
         ('repeated_call', 3)
     """
     policy = LoopPolicy.coerce(policy, default=_default_policy())
-    actions = scan_actions(messages, _scan_options(policy, effects))
+    actions = scan_actions(messages, with_declared(policy.scan_options(), effects))
     found: list[tuple[Verdict, Finding]] = []
     for pattern in PATTERNS:
         if pattern in policy.patterns:

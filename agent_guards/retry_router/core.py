@@ -7,12 +7,13 @@ sees the same counts and never a fresh quota.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
 from agent_guards.core.decision import GuardDecision, RetryRoute, Verdict
-from agent_guards.core.history import Action, latest_batch, scan_actions
+from agent_guards.core.effects import Effect
+from agent_guards.core.history import Action, latest_batch, scan_actions, with_declared
 from agent_guards.retry_router.classify import failure_of
 from agent_guards.retry_router.model import Failure, FailureKind
 from agent_guards.retry_router.policy import GUARD, PRECEDENCE, ROUTES, RetryRouterPolicy
@@ -39,6 +40,44 @@ def _kind(a: Action) -> FailureKind | None:
     return failure.kind if failure is not None else None
 
 
+def _may_repeat_a_write(failure: Failure, effect: Effect | str | None) -> bool:
+    """A retry could repeat a write: the call may write and may have run anyway."""
+    kind = Effect(effect) if effect is not None else Effect.UNKNOWN
+    return kind in (Effect.WRITE, Effect.UNKNOWN) and failure.may_have_run
+
+
+def _retry(
+    failure: Failure, policy: RetryRouterPolicy, attempts: int, key: str, effect: Any
+) -> tuple[RetryRoute, str, float | None]:
+    """A retry route checked against the effect, Retry-After and the attempt cap."""
+    cap = float(policy.backoff.max_delay)  # type: ignore[arg-type]
+    if _may_repeat_a_write(failure, effect):
+        return policy.on_unknown_outcome, "outcome_unknown", None
+    if failure.retry_after is not None and failure.retry_after > cap:
+        return policy.on_retry_exhausted, "retry_after_too_long", None
+    if attempts >= policy.backoff.max_attempts:
+        return policy.on_retry_exhausted, "retries_exhausted", None
+    delay = policy.backoff.delay(attempts, retry_after=failure.retry_after, key=key)
+    return "retry", failure.kind.value, delay
+
+
+def _repair(
+    policy: RetryRouterPolicy,
+    same: Sequence[Action],
+    prior: Sequence[Action],
+    tool: str,
+    reason: str,
+) -> tuple[RetryRoute, str]:
+    """A repair route, unless the model already sent these invalid args, or too often."""
+    if any(_kind(a) is FailureKind.INVALID_ARGS for a in same):
+        return policy.on_repair_exhausted, "same_invalid_args"
+    streak = _since_last_ok(prior, lambda a: a.tool == tool)
+    invalid = 1 + sum(1 for a in streak if _kind(a) is FailureKind.INVALID_ARGS)
+    if invalid > policy.max_repairs:
+        return policy.on_repair_exhausted, "repairs_exhausted"
+    return "repair", reason
+
+
 def decide_failure(
     failure: Failure,
     *,
@@ -48,21 +87,31 @@ def decide_failure(
     attempt: int = 1,
     prior: Sequence[Action] = (),
     policy: RetryRouterPolicy | None = None,
+    effect: Effect | str | None = None,
 ) -> GuardDecision:
     """The recovery for one failed call, given the actions before it.
 
     ``attempt`` is how many times this call id was executed; failed earlier calls with the
-    same signature add to it (a re-issued call gets no fresh quota).
+    same signature add to it (a re-issued call gets no fresh quota). ``effect`` is the
+    tool's effect class (None: unknown, a possible write): a call that may write and may
+    have run despite its failure (:attr:`Failure.may_have_run`) is never retried blindly;
+    it takes ``policy.on_unknown_outcome`` instead.
 
     Example:
         >>> from agent_guards.retry_router import decide_failure, describe_failure
         >>> failure = describe_failure(TimeoutError("upstream slow"))
-        >>> d = decide_failure(failure, call_id="c1", tool="quote", signature="quote:{}")
+        >>> call = dict(call_id="c1", tool="quote", signature="quote:{}", effect="read")
+        >>> d = decide_failure(failure, **call)
         >>> d.verdict.value, d.detail
         ('retry', 'quote failed (transient): upstream slow; retry 2 of 3 in ...s')
-        >>> decide_failure(failure, call_id="c1", tool="quote", signature="quote:{}", attempt=3)
+        >>> decide_failure(failure, **call, attempt=3)
         GuardDecision(guard='retry_router', verdict=<Verdict.FALLBACK: 'fallback'>,
                       reason='retries_exhausted', ...)
+        >>> pay = dict(call_id="c2", tool="pay", signature="pay:{}", effect="write")
+        >>> decide_failure(failure, **pay).reason  # it may have paid: never retried blindly
+        'outcome_unknown'
+        >>> decide_failure(describe_failure(429), **pay).verdict.value  # turned away: retry
+        'retry'
     """
     policy = RetryRouterPolicy() if policy is None else policy
     route: RetryRoute = policy.routes[failure.kind]
@@ -70,29 +119,20 @@ def decide_failure(
     same = _since_last_ok(prior, lambda a: a.signature == signature)
     attempts = attempt + sum(a.attempts for a in same)
     delay: float | None = None
-    cap = float(policy.backoff.max_delay)  # type: ignore[arg-type]
     if failure.circuit_open:
         route, reason = "fallback", "circuit_open"
     elif route == "retry":
-        if failure.retry_after is not None and failure.retry_after > cap:
-            route, reason = policy.on_retry_exhausted, "retry_after_too_long"
-        elif attempts >= policy.backoff.max_attempts:
-            route, reason = policy.on_retry_exhausted, "retries_exhausted"
-        else:
-            delay = policy.backoff.delay(
-                attempts, retry_after=failure.retry_after, key=f"{call_id}:{signature}"
-            )
+        route, reason, delay = _retry(failure, policy, attempts, f"{call_id}:{signature}", effect)
     elif route == "repair" and failure.kind is FailureKind.INVALID_ARGS:
-        if any(_kind(a) is FailureKind.INVALID_ARGS for a in same):
-            route, reason = policy.on_repair_exhausted, "same_invalid_args"
-        else:
-            streak = _since_last_ok(prior, lambda a: a.tool == tool)
-            invalid = 1 + sum(1 for a in streak if _kind(a) is FailureKind.INVALID_ARGS)
-            if invalid > policy.max_repairs:
-                route, reason = policy.on_repair_exhausted, "repairs_exhausted"
+        route, reason = _repair(policy, same, prior, tool, reason)
     detail = f"{tool} failed ({failure.kind.value}): {failure.message[:160] or 'no message'}"
     if delay is not None:
         detail += f"; retry {attempts + 1} of {policy.backoff.max_attempts} in {delay:.2f}s"
+    elif reason == "outcome_unknown":
+        detail += (
+            f"; it may have run, so it was not retried (a retry could do it twice): check "
+            f"whether it happened; mark {tool} idempotent or read-only to allow retries"
+        )
     elif reason != failure.kind.value:
         detail += f"; {reason.replace('_', ' ')}"
     data: dict[str, Any] = {
@@ -121,13 +161,19 @@ def decide_failure(
 
 
 def route_failures(
-    messages: Sequence[Any], *, policy: RetryRouterPolicy | None = None
+    messages: Sequence[Any],
+    *,
+    policy: RetryRouterPolicy | None = None,
+    effects: Mapping[str, Effect | str] | None = None,
 ) -> GuardDecision:
     """Route the latest tool results: retry, repair, replan, clarify, abstain, refuse, fallback.
 
     Reads the ToolMessages answering the most recent assistant turn, classifies each
     failure (structured artifact first, else the error text) and picks one route for the
     turn (see :data:`PRECEDENCE`). No failure gives CONTINUE with reason ``no_failure``.
+    ``effects`` are the tools' effect classes by name (``effects_of_tools(tools)``; the
+    tool wrapper also records each executed call's effect on its result): a write that
+    may have run despite its failure is not retried (see :func:`decide_failure`).
 
     Raises:
         InvalidInputError: an item is not a message, or a failure artifact is malformed.
@@ -142,7 +188,7 @@ def route_failures(
         ('refuse', 'refuse', 'permission')
     """
     policy = RetryRouterPolicy.coerce(policy)
-    actions = scan_actions(messages, policy.scan_options())
+    actions = scan_actions(messages, with_declared(policy.scan_options(), effects))
     decisions = []
     for a in latest_batch(actions):
         failure = failure_of(a.message) if a.message is not None else None
@@ -158,6 +204,7 @@ def route_failures(
                 attempt=a.attempts,
                 prior=prior,
                 policy=policy,
+                effect=a.effect,
             )
         )
     if not decisions:

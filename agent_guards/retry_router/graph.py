@@ -179,6 +179,12 @@ def _finish_text(decision: GuardDecision) -> str | None:
     data = decision.data
     tool = data.get("tool", "the tool")
     route = data.get("route")
+    if decision.reason == "outcome_unknown":  # whatever route the policy chose for it
+        return (
+            f"{tool} failed in a way that may have let it run ({data.get('kind')}), so it was "
+            "not retried: a retry could do it twice. Please check whether it happened before "
+            "asking again"
+        )
     if route == "clarify":
         options = data.get("options") or []
         question = data.get("question") or f"{tool} found several matches. Which one do you mean?"

@@ -227,6 +227,12 @@ class QuotaExceeded(_TypedFailure):
     kind = FailureKind.QUOTA
 
 
+_TURNED_AWAY = frozenset({408, 425, 429, 503})
+"""Status codes of a request the server turned away before doing its work."""
+_REFUSED = ("ConnectionRefused", "ConnectError", "NameResolution", "gaierror", "CircuitOpen")
+"""Error type names of a call that never reached the tool's server."""
+
+
 @dataclass(frozen=True)
 class Failure:
     """A classified failure: the kind plus what recovery needs (all JSON-ready but ``original``).
@@ -251,6 +257,26 @@ class Failure:
     circuit_open: bool = False
     original: BaseException | None = field(default=None, compare=False, repr=False)
     """The exception that was classified, kept as is (never written to state)."""
+
+    @property
+    def may_have_run(self) -> bool:
+        """Whether the failed call may have done its work anyway: a timeout, a dropped
+        connection, a 5xx from a server that had the request. False when the call was
+        turned away before it ran (a 429 or a Retry-After, a 503, a refused connection,
+        an open circuit) or failed for a reason of its own (bad arguments, no permission).
+
+        >>> from agent_guards import FailureKind
+        >>> Failure(FailureKind.TRANSIENT, error_type="builtins.TimeoutError").may_have_run
+        True
+        >>> Failure(FailureKind.TRANSIENT, status_code=429).may_have_run
+        False
+        """
+        if self.kind not in (FailureKind.TRANSIENT, FailureKind.EMPTY_ERROR, FailureKind.UNKNOWN):
+            return False
+        turned_away = self.circuit_open or self.retry_after is not None
+        turned_away |= self.status_code in _TURNED_AWAY
+        turned_away |= any(name in self.error_type for name in _REFUSED)
+        return not turned_away
 
     def to_artifact(self) -> dict[str, Any]:
         """``{"agent_guards_failure": {...}}``: the structured form a ToolMessage carries."""

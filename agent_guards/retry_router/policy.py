@@ -98,6 +98,10 @@ class RetryRouterPolicy(Policy):
     """Route once ``backoff.max_attempts`` attempts failed, or Retry-After exceeds the cap."""
     on_repair_exhausted: RetryRoute = "abstain"
     """Route when the model sends the same invalid args again, or after ``max_repairs``."""
+    on_unknown_outcome: RetryRoute = "clarify"
+    """Route instead of a retry when a call that may write (a write, or a tool of unknown
+    effect) failed in a way that may have let it run (a timeout, a dropped connection):
+    a retry could do it twice. Idempotent writes and reads are retried as usual."""
     max_repairs: int = 3
     """Invalid-args failures of one tool in a row before repairing stops."""
     window: int = 50
@@ -139,6 +143,11 @@ class RetryRouterPolicy(Policy):
             "RetryRouterPolicy.on_repair_exhausted",
             self.on_repair_exhausted,
             [r for r in ROUTES if r not in ("retry", "repair")],
+        )
+        check_choice(
+            "RetryRouterPolicy.on_unknown_outcome",
+            self.on_unknown_outcome,
+            [r for r in ROUTES if r != "retry"],
         )
         check_int("RetryRouterPolicy.max_repairs", self.max_repairs, minimum=1)
         check_int("RetryRouterPolicy.window", self.window, minimum=2)

@@ -247,3 +247,92 @@ def test_the_policy_can_declare_effects_for_tools_that_say_nothing() -> None:
         if isinstance(m, ToolMessage) and "reused_from" not in m.response_metadata["agent_guards"]
     ]
     assert effects == ["read"]
+
+
+# -- a retry after a failure that may have let the call run ------------------------------------
+
+
+class FlakyBank(Bank):
+    """The bank moves the money, then the answer is lost: a timeout after the write. Its
+    ``set_limit`` is idempotent and times out once, before doing anything."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limit = 0
+
+    def tools(self) -> list[Any]:
+        @tool
+        def transfer(account: str, amount: int) -> str:
+            """Move money out of an account."""
+            self.runs.append("transfer")
+            self.balance -= amount
+            raise TimeoutError("read timed out")
+
+        @tool
+        def set_limit(account: str, limit: int) -> str:
+            """Set the daily limit of an account."""
+            self.runs.append("set_limit")
+            if self.runs.count("set_limit") == 1:
+                raise TimeoutError("read timed out")
+            self.limit = limit
+            return f"limit of {account} is {limit}"
+
+        return [annotate_tool(transfer), annotate_tool(set_limit, idempotent=True)]
+
+
+def retry_graph(model: ScriptedChatModel, tools: list[Any]) -> Any:
+    from agent_guards import RetryState, add_retry_router
+
+    builder = StateGraph(RetryState)
+    builder.add_node("model", RunnableLambda(lambda s: {"messages": [model.invoke(s["messages"])]},
+                                             afunc=lambda s: _acall(model, s)))  # fmt: skip
+    builder.add_node("tools", ToolCallGuard(sleep=lambda s: None, asleep=_no_wait).tool_node(tools))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    add_retry_router(builder, "tools", model="model", tools="tools", loop_policy=LoopPolicy())
+    return builder.compile()
+
+
+async def _acall(model: ScriptedChatModel, state: Any) -> dict[str, Any]:
+    return {"messages": [await model.ainvoke(state["messages"])]}
+
+
+async def _no_wait(seconds: float) -> None:
+    return None
+
+
+async def run_retry(kind: str, mode: str, model: ScriptedChatModel, tools: list[Any]) -> Any:
+    if kind == "graph":
+        app = retry_graph(model, tools)
+    else:
+        from langchain.agents import create_agent
+
+        from agent_guards import RetryRouterMiddleware
+
+        guard = RetryRouterMiddleware(sleep=lambda s: None, asleep=_no_wait)
+        app = create_agent(model, tools=tools, middleware=[guard])
+    state = {"messages": [HumanMessage("go")]}
+    return app.invoke(state) if mode == "sync" else await app.ainvoke(state)
+
+
+@SHAPES
+async def test_a_transfer_that_timed_out_after_moving_money_is_not_retried(
+    kind: str, mode: str
+) -> None:
+    bank = FlakyBank()
+    out = await run_retry(kind, mode, script(PAY), bank.tools())
+    assert bank.runs == ["transfer"] and bank.balance == 70  # moved once, never twice
+    assert ("clarify", "outcome_unknown") in verdicts(out)
+    assert out["messages"][-1].content.startswith(
+        "transfer failed in a way that may have let it run (transient), so it was not retried"
+    )
+
+
+@SHAPES
+async def test_an_idempotent_write_that_timed_out_is_retried(kind: str, mode: str) -> None:
+    bank = FlakyBank()
+    out = await run_retry(kind, mode, script(("set_limit", {"account": "A", "limit": 500})),
+                          bank.tools())  # fmt: skip
+    assert bank.runs == ["set_limit", "set_limit"] and bank.limit == 500
+    assert ("retry", "transient") in verdicts(out)
+    assert out["messages"][-1].content == "Done. The tool said: limit of A is 500"

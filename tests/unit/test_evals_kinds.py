@@ -213,7 +213,12 @@ def test_retry_kind_from_history_for_one_call() -> None:
         {"type": "tool", "tool_call_id": "b", "content": "403 Forbidden", "status": "error"},
     ]
     assert run_kind("retry", {"messages": msgs})["route"] == "refuse"
-    assert run_kind("retry", {"messages": msgs, "call_id": "a"})["route"] == "retry"
+    # pay declares no effect: it may have paid before timing out, so it is not retried
+    assert run_kind("retry", {"messages": msgs, "call_id": "a"})["route"] == "clarify"
+    idempotent = {"messages": msgs, "call_id": "a", "effects": {"idempotent": ["pay"]}}
+    assert run_kind("retry", idempotent)["route"] == "retry"
+    with pytest.raises(ValueError, match="unknown keys"):
+        run_kind("retry", {"messages": msgs, "effects": {"reads": ["pay"]}})
     with pytest.raises(ValueError, match="names no failed call"):
         run_kind("retry", {"messages": msgs, "call_id": "zzz"})
 

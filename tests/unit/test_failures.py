@@ -17,7 +17,8 @@ from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.store.memory import InMemoryStore
 from pydantic import BaseModel, ValidationError
 
-from agent_guards.core import CircuitOpen, InvalidInputError, ToolFailure, Verdict
+from agent_guards.core import CircuitOpen, Effect, InvalidInputError, ToolFailure, Verdict
+from agent_guards.tool_guard.wrapper import record_effect
 from agent_guards.retry_router import (
     DEFAULT_ROUTES,
     AmbiguousInput,
@@ -546,14 +547,24 @@ _ids = itertools.count(1)
 
 
 def failed(
-    tool: str, args: dict[str, Any], failure: Failure | BaseException | str, *, attempt: int = 1
+    tool: str,
+    args: dict[str, Any],
+    failure: Failure | BaseException | str,
+    *,
+    attempt: int = 1,
+    effect: str | None = "read",
 ) -> list[BaseMessage]:
+    """A failed call; its effect recorded on the result as ToolCallGuard records it (the
+    retry mechanics below are about a read-only tool unless a row says otherwise)."""
     cid = f"c{next(_ids)}"
     ai = AIMessage(content="", tool_calls=[{"name": tool, "args": args, "id": cid}])
     if isinstance(failure, str):
         return [ai, ToolMessage(failure, tool_call_id=cid, name=tool, status="error")]
     f = failure if isinstance(failure, Failure) else describe_failure(failure)
-    return [ai, failure_message(f, tool=tool, tool_call_id=cid, attempt=attempt)]
+    message = failure_message(f, tool=tool, tool_call_id=cid, attempt=attempt)
+    if effect is not None:
+        message = record_effect(message, Effect(effect))
+    return [ai, message]
 
 
 def ok(tool: str, args: dict[str, Any], text: str = "fine") -> list[BaseMessage]:
@@ -703,6 +714,54 @@ def test_routing_truth_table(history: list[BaseMessage], route: str, reason: str
     assert decision.guard == "retry_router" and decision.policy == "RetryRouterPolicy@1"
 
 
+class _Reset(ConnectionResetError):
+    pass
+
+
+# A retry could repeat a write: a call that may write and may have run despite its failure
+# is never retried blindly; a call turned away before it ran is retried whatever it does.
+EFFECTS: list[tuple[str, BaseException | int, str | None, str, str]] = [
+    ("a read that timed out", TimeoutError(), "read", "retry", "transient"),
+    ("an idempotent write that timed out", TimeoutError(), "idempotent_write", "retry",
+     "transient"),
+    ("a write that timed out", TimeoutError(), "write", "clarify", "outcome_unknown"),
+    ("an unknown tool that timed out", TimeoutError(), None, "clarify", "outcome_unknown"),
+    ("a write whose connection dropped", _Reset(), "write", "clarify", "outcome_unknown"),
+    ("a write answered 500", 500, "write", "clarify", "outcome_unknown"),
+    ("a write answered 504", 504, "write", "clarify", "outcome_unknown"),
+    ("a write answered 429", 429, "write", "retry", "transient"),
+    ("a write answered 503", 503, "write", "retry", "transient"),
+    ("a write whose connection was refused", ConnectionRefusedError(), "write", "retry",
+     "transient"),
+    ("an unknown tool answered 429", 429, None, "retry", "transient"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("error", "effect", "route", "reason"), [r[1:] for r in EFFECTS], ids=[r[0] for r in EFFECTS]
+)
+def test_effects_truth_table(
+    error: BaseException | int, effect: str | None, route: str, reason: str
+) -> None:
+    history = failed("pay", {"amount": 5}, describe_failure(error), effect=effect)
+    decision = route_failures(history)
+    assert (decision.data["route"], decision.reason) == (route, reason)
+    declared = failed("pay", {"amount": 5}, describe_failure(error), effect=None)
+    by_name = route_failures(declared, effects={"pay": effect} if effect else None)
+    assert (by_name.data["route"], by_name.reason) == (route, reason)  # effects= says the same
+
+
+def test_an_unknown_outcome_says_what_to_check_and_how_to_allow_retries() -> None:
+    decision = route_failures(failed("pay", {"amount": 5}, TimeoutError("slow"), effect="write"))
+    assert "it may have run, so it was not retried" in decision.detail
+    assert "mark pay idempotent or read-only to allow retries" in decision.detail
+    policy = RetryRouterPolicy(on_unknown_outcome="abstain")
+    history = failed("pay", {"amount": 5}, TimeoutError(), effect="write")
+    assert route_failures(history, policy=policy).data["route"] == "abstain"
+    with pytest.raises(ValueError, match="on_unknown_outcome='retry' is not allowed"):
+        RetryRouterPolicy(on_unknown_outcome="retry")
+
+
 def _batch(*results: tuple[str, Any]) -> list[BaseMessage]:
     calls = [{"name": n, "args": {"i": i}, "id": f"p{i}"} for i, (n, _) in enumerate(results)]
     out: list[BaseMessage] = [AIMessage(content="", tool_calls=calls)]
@@ -710,7 +769,9 @@ def _batch(*results: tuple[str, Any]) -> list[BaseMessage]:
         out.append(
             ToolMessage("ok", tool_call_id=f"p{i}", name=n)
             if err is None
-            else failure_message(describe_failure(err), tool=n, tool_call_id=f"p{i}")
+            else record_effect(
+                failure_message(describe_failure(err), tool=n, tool_call_id=f"p{i}"), Effect.READ
+            )
         )
     return out
 
@@ -748,8 +809,9 @@ def test_retry_delay_comes_from_the_backoff() -> None:
     )
     f = Failure(K.TRANSIENT)
     d = decide_failure(
-        f, call_id="c", tool="t", signature="t:{}", attempt=1, policy=RetryRouterPolicy()
-    )
+        f, call_id="c", tool="t", signature="t:{}", attempt=1, policy=RetryRouterPolicy(),
+        effect="read",
+    )  # fmt: skip
     assert d.data["delay"] == RetryRouterPolicy().backoff.delay(1, key="c:t:{}")
 
 
