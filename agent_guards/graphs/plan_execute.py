@@ -17,8 +17,10 @@ Clone this file as the template for your own planner. The flow::
   budget returns the confirmed part and what is missing.
 
 Budgets are cumulative per thread (``usage``), and ``recursion_limit`` is derived from them
-(:func:`run_config`), so no scenario ends in ``GraphRecursionError``. ``graph`` at the bottom
-is a checkpointer-free instance for ``langgraph.json`` (``langgraph dev``).
+(:func:`run_config`), so no scenario ends in ``GraphRecursionError``. With a store, the tool
+node keeps a run ledger (what each call really did), and each super-step is checkpointed
+before the next one starts, so a crash between two steps loses neither. ``graph`` at the
+bottom is a checkpointer-free instance for ``langgraph.json`` (``langgraph dev``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def build_graph(
     store: Any = None,
     compensations: Mapping[str, Callable[[PlanStep], str]] | None = None,
     sleep: Callable[[float], Any] | None = None,
+    ledger: RunLedger | None = None,
     name: str = "plan_execute",
 ) -> Any:
     """Build and compile the reference graph.
@@ -82,17 +85,15 @@ def build_graph(
         compensations: Tool name -> undo hook run for completed steps when a run is
             cancelled (steps with side effects). Each returns a line for the record.
         sleep: How the retry backoff waits (``time.sleep`` by default); inject one in tests.
+        ledger: How the tool node keeps its run ledger (a ``reconcile`` hook, how long to
+            wait for a call another worker runs); ``RunLedger()`` when there is a store.
         name: The compiled graph's name.
+
+    With a checkpointer, the graph runs with ``durability="sync"`` unless a call passes
+    another (see :func:`_durable`); without one, whoever brings the checkpointer (the
+    Agent Server, a parent graph) chooses.
     """
-    pol = policies or Policies()
-    if not isinstance(pol, Policies):
-        raise TypeError(f"policies must be a Policies, got {type(pol).__name__}")
-    tool_names = [str(getattr(t, "name", "")) for t in tools]
-    if not all(tool_names):
-        raise ValueError(f"every tool needs a name, got {tool_names!r}")
-    unknown = sorted(set(compensations or {}) - set(tool_names))
-    if unknown:
-        raise ValueError(f"compensations for unknown tools {unknown}; tools: {tool_names}")
+    pol, tool_names = _checked(policies, tools, compensations)
     nodes = Nodes(model, tools, pol, compensations or {})
     builder = StateGraph(PlanExecuteState)
     builder.add_node("parse_goal", nodes.parse_goal, destinations=("memory_resolve", "respond"))
@@ -136,8 +137,49 @@ def build_graph(
     builder.add_edge("memory_resolve", "plan")
     builder.add_edge("evidence_resolve", "respond")
     builder.add_edge("escalate", END)
-    _add_tools(builder, tools, pol, store=store, sleep=sleep)
-    return builder.compile(checkpointer=checkpointer, store=store, name=name)
+    _add_tools(builder, tools, pol, store=store, ledger=ledger, sleep=sleep)
+    compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)
+    return compiled if checkpointer is None else _durable(compiled)
+
+
+def _checked(
+    policies: Policies | None, tools: Sequence[Any], compensations: Mapping[str, Any] | None
+) -> tuple[Policies, list[str]]:
+    """The policies (defaults when None) and the tool names, or why they cannot be used."""
+    pol = policies or Policies()
+    if not isinstance(pol, Policies):
+        raise TypeError(f"policies must be a Policies, got {type(pol).__name__}")
+    tool_names = [str(getattr(t, "name", "")) for t in tools]
+    if not all(tool_names):
+        raise ValueError(f"every tool needs a name, got {tool_names!r}")
+    unknown = sorted(set(compensations or {}) - set(tool_names))
+    if unknown:
+        raise ValueError(f"compensations for unknown tools {unknown}; tools: {tool_names}")
+    return pol, tool_names
+
+
+_DURABILITY = "__pregel_durability"
+
+
+def _durable(compiled: Any) -> Any:
+    """``compiled``, run with ``durability="sync"`` unless a call passes another.
+
+    Each super-step's checkpoint is then written before the next super-step starts. With
+    LangGraph's default (``"async"``) a background thread writes them while the run goes
+    on, and a SIGKILL can lose a dozen steps: the model is asked again for tool calls it
+    already made (a real model picks new call ids, which the ledger has never seen),
+    completed reads run again, and a write answered from the ledger on the replay loses
+    the count and the evidence its lost checkpoint held. The price is one wait per step
+    for a checkpoint write. Only for a graph compiled with a checkpointer: LangGraph fails
+    on a ``"sync"`` run that has none.
+    """
+    # LangGraph's stream() reads a run's default durability from this configurable key (the
+    # one it sets for subgraphs). Set on the compiled graph itself: with_config() copies the
+    # graph, and the copy loses the strict-msgpack allowlist compile() derived.
+    config = dict(compiled.config or {})
+    config["configurable"] = {**(config.get("configurable") or {}), _DURABILITY: "sync"}
+    compiled.config = config
+    return compiled
 
 
 def _add_tools(
@@ -146,6 +188,7 @@ def _add_tools(
     pol: Policies,
     *,
     store: Any,
+    ledger: RunLedger | None,
     sleep: Callable[[float], Any] | None,
 ) -> None:
     """The step's tool loop: guarded (context, reuse, loops, failures) or plain."""
@@ -162,7 +205,7 @@ def _add_tools(
         messages_key="step_messages",
         budget=pol.budget,  # max_tool_calls is checked per call, not per turn
         # what the tools really did, per thread: forks and resumes never re-run a write
-        ledger=RunLedger() if store is not None else None,
+        ledger=ledger if ledger is not None else RunLedger() if store is not None else None,
     )
     if sleep is not None:
         guard = replace(guard, sleep=sleep, asleep=_async_sleep(sleep))

@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -51,12 +52,13 @@ GRANT_KEY = "agent_guards_grant"
 """``config["configurable"][GRANT_KEY] = {"tool_calls": N, "reason": "..."}`` raises the
 thread's tool budget by N for that run; the grant is recorded as a decision."""
 
-Reconcile = Callable[[Mapping[str, Any]], "str | None"]
-"""Asked about a write that started but never reported back: the ledger entry in, the
-result text out when the write did happen (the call is answered with it), None when it
-did not (the call runs)."""
+Reconcile = Callable[[Mapping[str, Any]], "str | tuple[str, Any] | None"]
+"""Asked about a write that started but never reported back: the ledger entry in; out, when
+the write did happen, the result text (or ``(text, artifact)``) the call is answered with;
+None when it did not (the call runs)."""
 
 _CONTENT_CHARS = 4000
+_ARTIFACT_BYTES = 64_000  # a larger artifact is not kept: the answer comes without it
 _POLL = 0.05  # seconds between two looks at a call another worker is running
 
 
@@ -137,21 +139,30 @@ class RunLedger:
         content: str,
         ok: bool,
         started: Mapping[str, Any] | None = None,
+        artifact: Any = None,
     ) -> None:
-        """Record a call's outcome, after it ran (``started``: the entry :meth:`start` wrote)."""
+        """Record a call's outcome, after it ran (``started``: the entry :meth:`start` wrote).
+
+        The result's ``artifact`` (the evidence a tool returns next to its text) is kept
+        when it is JSON and small, so a call answered from the ledger later brings it back.
+        """
         old = started if started is not None else self.entry(store, thread_id, call_id)
         old = old or {"call_id": call_id, "executions": 1}
-        store.put(
-            self._ns(thread_id),
-            _key(call_id, int(old["executions"])),
-            {
-                **old,
-                "status": "done" if ok else "failed",
-                "digest": hashlib.sha256(content.encode()).hexdigest()[:16],
-                "content": content[:_CONTENT_CHARS],
-            },
-            index=False,
-        )
+        value = {
+            **old,
+            "status": "done" if ok else "failed",
+            "digest": hashlib.sha256(content.encode()).hexdigest()[:16],
+            "content": content[:_CONTENT_CHARS],
+        }
+        if (kept := _small_json(artifact)) is not None:
+            value["artifact"] = kept
+        store.put(self._ns(thread_id), _key(call_id, int(old["executions"])), value, index=False)
+
+    def void(self, store: BaseStore, thread_id: str, entry: Mapping[str, Any]) -> None:
+        """Record that a started execution never happened (a reconcile or a human said
+        so): it is not counted, and the call's next execution is a new one."""
+        key = _key(str(entry["call_id"]), int(entry["executions"]))
+        store.put(self._ns(thread_id), key, {**entry, "status": "not_run"}, index=False)
 
     def outcome(
         self,
@@ -175,14 +186,25 @@ class RunLedger:
 
     def executions(self, store: BaseStore, thread_id: str) -> int:
         """Every execution recorded for the thread, whatever checkpoint or worker ran it
-        (one item per execution)."""
+        (one item per execution; a start that never happened is not counted)."""
         total, offset = 0, 0
         while True:
             page = store.search(self._ns(thread_id), limit=100, offset=offset)
-            total += len(page)
+            total += sum(1 for item in page if item.value.get("status") != "not_run")
             if len(page) < 100:
                 return total
             offset += 100
+
+
+def _small_json(value: Any) -> Any:
+    """``value`` if it is JSON of at most ``_ARTIFACT_BYTES``, else None."""
+    if value is None:
+        return None
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+    return value if len(text) <= _ARTIFACT_BYTES else None
 
 
 def _key(call_id: str, execution: int) -> str:
@@ -217,4 +239,4 @@ def granted(call: Mapping[str, Any], limit: int, extra: int, reason: str) -> Gua
     )
 
 
-Status = Literal["started", "done", "failed"]
+Status = Literal["started", "done", "failed", "not_run"]

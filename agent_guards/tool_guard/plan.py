@@ -46,6 +46,9 @@ class Plan:
     """The call's effect class; the wrapper records it on the result it executes."""
     recorded: Mapping[str, Any] | None = None
     """The call's run-ledger entry as read while planning ({}: none; None: not read)."""
+    counted: bool = False
+    """A reuse that answers with an execution this history has not counted yet: it ran in a
+    lost checkpoint, on another branch, or in another worker (``usage`` counts it once)."""
 
 
 def _latest_ai(messages: Sequence[Any]) -> tuple[int, AIMessage | None]:
@@ -88,7 +91,7 @@ def _plan(
         prior = tuple(a for a in actions if a.ai_position < position)
     effect = _effect(request, messages, loop.effects if loop is not None else ToolEffects())
     if existing is not None:
-        return replace(_plan_retry(call, existing, prior, retry), effect=effect)
+        return replace(_plan_retry(call, existing, prior, retry, effect), effect=effect)
     # a poller exempt from loop counting must really run again, so it is never reused either
     never_reuse = loop is not None and call["name"] in loop.no_reuse_tools | loop.exempt_tools
     if loop is None or not loop.reuse_results or never_reuse:
@@ -237,7 +240,11 @@ def retry_signature(call: Any) -> str:
 
 
 def _plan_retry(
-    call: Any, existing: ToolMessage, prior: tuple[Action, ...], retry: RetryRouterPolicy | None
+    call: Any,
+    existing: ToolMessage,
+    prior: tuple[Action, ...],
+    retry: RetryRouterPolicy | None,
+    effect: Effect,
 ) -> Plan:
     if retry is None:
         return Plan("skip")
@@ -257,6 +264,7 @@ def _plan_retry(
         attempt=attempt,
         prior=prior,
         policy=retry,
+        effect=effect,
     )
     if decision.data["route"] != "retry":
         return Plan("skip")
@@ -454,11 +462,21 @@ def _failed(message: ToolMessage | None) -> bool:
     return message is not None and message.status == "error"
 
 
-def from_ledger(call: Any, content: str, reason: str, *, policy: str, failed: bool = False) -> Plan:
+def from_ledger(
+    call: Any,
+    content: str,
+    reason: str,
+    *,
+    policy: str,
+    failed: bool = False,
+    artifact: Any = None,
+) -> Plan:
     """Answer a call from its recorded outcome: it already ran (before a crash, on a fork,
-    or in another worker), so running it again would repeat what it did."""
+    or in another worker), so running it again would repeat what it did. The answer
+    carries the recorded artifact, and counts as this history's execution of the call."""
     message = ToolMessage(
         content=content,
+        artifact=artifact,
         tool_call_id=call["id"],
         name=call["name"],
         status="error" if failed else "success",
@@ -473,7 +491,7 @@ def from_ledger(call: Any, content: str, reason: str, *, policy: str, failed: bo
         policy=policy,
         data={"tool": call["name"], "ledger": reason},
     )
-    return Plan("reuse", message=message, decisions=(decision,))
+    return Plan("reuse", message=message, decisions=(decision,), counted=True)
 
 
 def cancelled(call: Any, reason: str, *, replace_id: str | None = None) -> Plan:

@@ -223,6 +223,7 @@ class ToolCallGuard:
             attempt=plan.attempt,
             prior=plan.prior,
             policy=self.retry,
+            effect=plan.effect,
         )
 
     def _outcome(
@@ -283,7 +284,7 @@ class ToolCallGuard:
     def run_once(self, request: ToolCallRequest, execute: Execute, plan: Plan) -> Outcome:
         """One execution per ``plan`` (breaker check, backoff wait, classification)."""
         if plan.kind == "reuse":
-            return self._outcome(request, plan.message, plan, failure=None, executions=0)
+            return self._answered(request, plan)
         tool = request.tool_call["name"]
         if self.breaker is not None:
             allowed, state = self.breaker.allow(self._store(request), tool, now=self._now(request))
@@ -296,7 +297,7 @@ class ToolCallGuard:
         started = self._ledger_start(request, plan, where)
         if where is not None and started is None:  # another worker is running this call
             waited = self._ran_elsewhere(request, *where)
-            return self._outcome(request, waited.message, waited, failure=None, executions=0)
+            return self._answered(request, waited)
         try:
             result, failure, extra = self._after(request, execute(request), plan)
         except GraphBubbleUp:
@@ -313,7 +314,7 @@ class ToolCallGuard:
     async def arun_once(self, request: ToolCallRequest, execute: AExecute, plan: Plan) -> Outcome:
         """Async :meth:`run_once`."""
         if plan.kind == "reuse":
-            return self._outcome(request, plan.message, plan, failure=None, executions=0)
+            return self._answered(request, plan)
         tool = request.tool_call["name"]
         if self.breaker is not None:
             allowed, state = await self.breaker.aallow(
@@ -328,7 +329,7 @@ class ToolCallGuard:
         started = await self._off_loop(self._ledger_start, request, plan, where)
         if where is not None and started is None:  # another worker is running this call
             waited = await asyncio.to_thread(self._ran_elsewhere, request, *where)
-            return self._outcome(request, waited.message, waited, failure=None, executions=0)
+            return self._answered(request, waited)
         try:
             result, failure, extra = self._after(request, await execute(request), plan)
         except GraphBubbleUp:
@@ -341,6 +342,12 @@ class ToolCallGuard:
                 self._store(request), tool, ok=failure is None, now=self._now(request)
             )
         return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra)
+
+    def _answered(self, request: ToolCallRequest, plan: Plan) -> Outcome:
+        """The outcome of a call answered without running it here (a reuse; an answer from
+        the ledger counts as this history's execution of the call)."""
+        return self._outcome(request, plan.message, plan, failure=None,
+                             executions=int(plan.counted))  # fmt: skip
 
     def plan(self, request: ToolCallRequest) -> Plan:
         """Plan one call from the request's state (execute, reuse, retry or skip)."""
@@ -419,16 +426,20 @@ class ToolCallGuard:
         if entry["status"] == "started":  # running elsewhere, or it never reported back
             entry = self.ledger.outcome(store, thread, str(call["id"]), sleep=self.sleep) or {}
         if entry.get("status") == "done":
-            return from_ledger(call, entry.get("content", ""), "recorded_outcome", policy=label)
+            content, artifact = entry.get("content", ""), entry.get("artifact")
+            return from_ledger(call, content, "recorded_outcome", policy=label, artifact=artifact)
         if entry.get("status") != "started":
             return dict(entry)
-        content = self._reconcile(entry)
-        if content is None:
-            return dict(entry)
-        self.ledger.finish(store, thread, str(call["id"]), content=content, ok=True, started=entry)
-        return from_ledger(call, content, "reconciled", policy=label)
+        answer = self._reconcile(entry)
+        if answer is None:  # it did not happen: not counted, and the call may run
+            self.ledger.void(store, thread, entry)
+            return {**entry, "status": "not_run"}
+        content, artifact = answer if isinstance(answer, tuple) else (answer, None)
+        self.ledger.finish(store, thread, str(call["id"]), content=str(content), ok=True,
+                           started=entry, artifact=artifact)  # fmt: skip
+        return from_ledger(call, str(content), "reconciled", policy=label, artifact=artifact)
 
-    def _reconcile(self, entry: Mapping[str, Any]) -> str | None:
+    def _reconcile(self, entry: Mapping[str, Any]) -> str | tuple[str, Any] | None:
         """Did a started-but-unknown write happen? The hook says, else a human (interrupt)."""
         assert self.ledger is not None
         if self.ledger.reconcile is not None:
@@ -439,12 +450,14 @@ class ToolCallGuard:
                 "call_id": entry.get("call_id"),
                 "tool": entry.get("tool"),
                 "question": f"{entry.get('tool')} (call {entry.get('call_id')}) started but never "
-                "reported back. Did it happen? Resume with {'ran': true, 'result': '...'} or "
-                "{'ran': false} to run it now.",
+                "reported back. Did it happen? Resume with {'ran': true, 'result': '...'} "
+                "(and its 'artifact', if any) or {'ran': false} to run it now.",
             }
         )
         if isinstance(answer, Mapping) and answer.get("ran"):
-            return str(answer.get("result") or "done (confirmed by a human)")
+            return str(answer.get("result") or "done (confirmed by a human)"), answer.get(
+                "artifact"
+            )
         return None
 
     async def _off_loop(self, func: Callable[..., T], *args: Any) -> T:
@@ -487,13 +500,14 @@ class ToolCallGuard:
         where = self._ledger_at(request)
         if where is None or self.ledger is None or started is None:
             return
-        content = content_text(result.content) if isinstance(result, ToolMessage) else str(result)
+        message = result if isinstance(result, ToolMessage) else None
         self.ledger.finish(
             *where,
             str(request.tool_call["id"]),
-            content=content,
+            content=content_text(message.content) if message is not None else str(result),
             ok=failure is None,
             started=started,
+            artifact=message.artifact if message is not None and failure is None else None,
         )
 
     def __call__(self, request: ToolCallRequest, execute: Execute) -> Any:

@@ -5,7 +5,7 @@
 (``invoke(None, config)``), which runs its pending tools node. Each tool appends one line
 to ``LOG_DIR/calls.log`` per real execution; ``slow`` touches ``LOG_DIR/slow.started`` and
 waits for ``LOG_DIR/slow.release``. The worker prints the reasons of the ledger's
-decisions it made, as JSON, on stdout.
+decisions in the state it ends with, and each call's answer, as JSON on stdout.
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ def main(db: str, thread: str, log_dir: str, with_slow: str) -> None:
         _wait(logs / "go")
         out = app.invoke(None, {"configurable": {"thread_id": thread}})
     reasons = [d.reason for d in out["guard_log"] if d.guard == "loop_check"]
-    print(json.dumps(reasons))
+    answers = {m.tool_call_id: m.content for m in out["messages"] if m.type == "tool"}
+    print(json.dumps({"reasons": reasons, "answers": answers}))
 
 
 if __name__ == "__main__":

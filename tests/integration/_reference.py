@@ -10,6 +10,8 @@ scripted scenarios of our own next to the six built-in ones:
   ``send_payment`` that the planner gate sends to a human.
 * ``lookups_scenario(log_dir, block_beta=True)``: ``fetch_beta`` waits on a file flag, so a
   test can kill the process while a tool is running (see ``_crash_worker``).
+* ``DRAFTING``: reads around a write: ``fetch_alpha``, then ``create_draft`` (declared a
+  write with ``annotate_tool``), then ``fetch_beta``. Used to kill a run at every node.
 
 Tools append one line per execution to ``<log_dir>/calls.log`` when given a directory, so
 executions can be counted across processes.
@@ -45,15 +47,18 @@ from agent_guards.memory_resolve import asave_memories, memory_namespace
 from agent_guards.persistence import open_persistence
 from agent_guards.testing import tool_call_message
 from agent_guards.tool_guard import annotate_tool
+from agent_guards.tool_guard.ledger import RunLedger
 
 __all__ = [
     "CONFLICT",
+    "DRAFTING",
     "LOOKUPS",
     "NOW",
     "PAYMENT",
     "ROUTINE",
     "brief",
     "calls_logged",
+    "drafting_scenario",
     "graph_for",
     "lookups_scenario",
     "memory_persistence",
@@ -135,6 +140,7 @@ def graph_for(
     *,
     policies: Policies | None = None,
     compensations: Any = None,
+    ledger: RunLedger | None = None,
 ) -> Any:
     """The guarded reference graph for ``scenario`` (a fresh scripted model)."""
     return build_graph(
@@ -144,6 +150,7 @@ def graph_for(
         checkpointer=checkpointer,
         store=store,
         compensations=scenario.compensations if compensations is None else compensations,
+        ledger=ledger,
     )
 
 
@@ -352,6 +359,47 @@ def payment_scenario(
 
 
 PAYMENT = payment_scenario()
+
+
+def _drafting_script() -> RoleScript:
+    return RoleScript(
+        parse_goal=[_goal("draft_invoice", ["alpha", "draft", "beta"])],
+        plan=[
+            _plan(
+                _step("s1", "fetch_alpha"),
+                _step("s2", "create_draft", after="s1"),
+                _step("s3", "fetch_beta", after="s2"),
+            )
+        ],
+        agent={
+            "s1": [tool_call_message("fetch_alpha", {}), "alpha fetched"],
+            "s2": [tool_call_message("create_draft", {}), "draft created"],
+            "s3": [tool_call_message("fetch_beta", {}), "beta fetched"],
+        },
+        review=[CONTINUE, CONTINUE, FINISH],
+    )
+
+
+def drafting_tools(log_dir: Path | None = None) -> list[BaseTool]:
+    """Two reads and a write whose effect is declared (``annotate_tool``: a write)."""
+    alpha, beta, _ = _lookup_tools(log_dir)
+    create_draft = payment_tools(log_dir)[0]
+    return [alpha, annotate_tool(create_draft), beta]
+
+
+def drafting_scenario(log_dir: Path | None = None) -> Scenario:
+    """DRAFTING, logging tool executions to ``log_dir``."""
+    return Scenario(
+        "drafting",
+        "a write between two reads",
+        "Draft invoice 7 from alpha and beta.",
+        _drafting_script,
+        partial(drafting_tools, log_dir),
+        "answer",
+    )
+
+
+DRAFTING = drafting_scenario()
 
 
 def _conflict_script() -> RoleScript:
