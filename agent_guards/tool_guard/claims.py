@@ -94,7 +94,8 @@ def _sqlite(store: Any, prefix: str, key: str, value: Mapping[str, Any]) -> bool
 def _postgres(store: Any, prefix: str, key: str, value: Mapping[str, Any]) -> bool:
     from psycopg.types.json import Jsonb
 
-    with store._cursor() as cursor:
+    # the store's lock: its own batches share the connection (in pipeline mode) with us
+    with store.lock, store._cursor() as cursor:
         cursor.execute(_POSTGRES, (prefix, key, Jsonb(dict(value))))
         return bool(cursor.rowcount == 1)
 

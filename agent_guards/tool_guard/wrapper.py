@@ -293,11 +293,9 @@ class ToolCallGuard:
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             self.sleep(plan.delay)
-        where = self._ledger_at(request)
-        started = self._ledger_start(request, plan, where)
-        if where is not None and started is None:  # another worker is running this call
-            waited = self._ran_elsewhere(request, *where)
-            return self._answered(request, waited)
+        started = self._claim(request, plan, self._ledger_at(request))
+        if isinstance(started, Plan):  # the ledger knows this call: answered, not run
+            return self._answered(request, started)
         try:
             result, failure, extra = self._after(request, execute(request), plan)
         except GraphBubbleUp:
@@ -325,11 +323,9 @@ class ToolCallGuard:
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             await self.asleep(plan.delay)
-        where = self._ledger_at(request)
-        started = await self._off_loop(self._ledger_start, request, plan, where)
-        if where is not None and started is None:  # another worker is running this call
-            waited = await asyncio.to_thread(self._ran_elsewhere, request, *where)
-            return self._answered(request, waited)
+        started = await self._off_loop(self._claim, request, plan, self._ledger_at(request))
+        if isinstance(started, Plan):  # the ledger knows this call: answered, not run
+            return self._answered(request, started)
         try:
             result, failure, extra = self._after(request, await execute(request), plan)
         except GraphBubbleUp:
@@ -358,21 +354,18 @@ class ToolCallGuard:
         cancel = (config.get("configurable") or {}).get(CANCEL_KEY)
         if cancel:
             return cancelled(request.tool_call, str(cancel), replace_id=plan.replace_id)
-        where = self._ledger_at(request)
-        if where is not None and plan.kind == "execute":
-            plan = self._recorded(request, plan, *where)
-            if plan.kind == "reuse":
-                return plan
         limit = self.budget.max_tool_calls if self.budget is not None else None
         if limit is None:
             return plan
+        where = self._ledger_at(request)
         extra, why = grant(config)
         spent = self.ledger.executions(*where) if self.ledger and where else 0
         refused = over_budget(
             request, plan, limit + extra, messages_key=self.messages_key, spent=spent
         )
-        if refused is not None:
-            return refused
+        if refused is not None:  # unless it already ran: then its outcome costs nothing
+            known = self._recorded(request, plan, *where) if where is not None else None
+            return known if known is not None and known.kind == "reuse" else refused
         if extra and over_budget(request, plan, limit, messages_key=self.messages_key, spent=spent):
             return replace(
                 plan, decisions=(*plan.decisions, granted(request.tool_call, limit, extra, why))
@@ -396,33 +389,52 @@ class ToolCallGuard:
         entry it read (so recording the run needs no second read)."""
         assert self.ledger is not None
         entry = self.ledger.entry(store, thread, str(request.tool_call["id"]))
-        effect = plan.effect or Effect.UNKNOWN
-        if entry is None or not effect.changes_world:
-            return replace(plan, recorded=entry or {})  # never ran, or a read: it may run again
-        settled = self._settle(request, store, thread, entry)
-        if isinstance(settled, Plan):
-            return settled
-        return replace(plan, recorded=settled)  # it failed, or did not happen: it may run
+        if entry is None:
+            return replace(plan, recorded={})
+        settled = self._settle(request, store, thread, entry, plan.effect)
+        return settled if isinstance(settled, Plan) else replace(plan, recorded=settled)
 
-    def _ran_elsewhere(self, request: ToolCallRequest, store: BaseStore, thread: str) -> Plan:
-        """The answer to a call whose execution another worker claimed first."""
-        assert self.ledger is not None
-        entry = self.ledger.entry(store, thread, str(request.tool_call["id"]))
-        settled = self._settle(request, store, thread, entry or {"status": "started"})
-        if isinstance(settled, Plan):
-            return settled
+    def _claim(
+        self, request: ToolCallRequest, plan: Plan, where: tuple[BaseStore, str] | None
+    ) -> dict[str, Any] | Plan | None:
+        """Claim the call's next execution before it runs: the entry written (run it), or
+        the answer when the ledger already knows the call (it ran before a crash, on another
+        branch, or in another worker right now); None without a ledger.
+
+        The claim comes first and the ledger is read only when it fails: a call running for
+        the first time costs one insert."""
+        if where is None or self.ledger is None:
+            return None
+        store, thread = where
         call = request.tool_call
-        content = settled.get("content") if settled.get("status") == "failed" else None
-        content = content or f"{call['name']} was claimed by another worker and not run here."
+        previous = plan.recorded if plan.recorded is not None else {}
+        for _ in range(3):  # a claim lost to a concurrent execution of the same call
+            started = self._ledger_start(request, plan, store, thread, previous)
+            if started is not None:
+                return started
+            known = self.ledger.entry(store, thread, str(call["id"])) or {"status": "started"}
+            settled = self._settle(request, store, thread, known, plan.effect)
+            if isinstance(settled, Plan):
+                return settled
+            previous = settled  # it failed, did not happen, or only read: run it again
+        content = f"{call['name']} was claimed by another worker and not run here."
         return from_ledger(call, content, "ran_elsewhere", policy=self._policy_label(), failed=True)
 
     def _settle(
-        self, request: ToolCallRequest, store: BaseStore, thread: str, entry: Mapping[str, Any]
+        self,
+        request: ToolCallRequest,
+        store: BaseStore,
+        thread: str,
+        entry: Mapping[str, Any],
+        effect: Effect | None,
     ) -> Plan | dict[str, Any]:
         """What a recorded execution of a call says: its outcome as the answer (done, or
-        reconciled after it never reported back), or the entry when the call may run."""
+        reconciled after it never reported back), or the entry when the call may run (it
+        failed, did not happen, or only reads: a read may simply run again)."""
         assert self.ledger is not None
         call, label = request.tool_call, self._policy_label()
+        if not (effect or Effect.UNKNOWN).changes_world:
+            return dict(entry)
         if entry["status"] == "started":  # running elsewhere, or it never reported back
             entry = self.ledger.outcome(store, thread, str(call["id"]), sleep=self.sleep) or {}
         if entry.get("status") == "done":
@@ -472,21 +484,26 @@ class ToolCallGuard:
         return self.loop.label if self.loop is not None else ""
 
     def _ledger_start(
-        self, request: ToolCallRequest, plan: Plan, where: tuple[BaseStore, str] | None
+        self,
+        request: ToolCallRequest,
+        plan: Plan,
+        store: BaseStore,
+        thread: str,
+        previous: Mapping[str, Any],
     ) -> dict[str, Any] | None:
-        """Claim the execution and record the intent before the tool runs: the entry
-        written, or None (no ledger, or another worker holds the claim)."""
-        if where is None or self.ledger is None:
-            return None
+        """Claim the execution after ``previous`` and record the intent: the entry written,
+        or None when that execution is already claimed."""
+        assert self.ledger is not None
         call = request.tool_call
         return self.ledger.start(
-            *where,
+            store,
+            thread,
             str(call["id"]),
             tool=call["name"],
             signature=retry_signature(call),
             effect=plan.effect or Effect.UNKNOWN,
             attempt=plan.attempt,
-            previous=plan.recorded,
+            previous=previous,
         )
 
     def _ledger_finish(
