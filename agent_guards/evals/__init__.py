@@ -5,7 +5,9 @@ Cases are JSONL lines (:mod:`agent_guards.evals.cases`); each names a kind whose
 :func:`run_cases` runs them, :func:`compute_metrics` scores them per slice, :func:`diff_runs`
 compares a run with a saved baseline case by case. :func:`cases_from_thread` drafts cases
 from a recorded thread, :func:`export_dataset` / :func:`run_experiment` use LangSmith,
-:func:`run_ramdocs` replays RAMDocs, :func:`planning_health` scores a batch of runs.
+:func:`run_ramdocs` replays RAMDocs, :func:`run_dated` replays questions whose answer
+changed over time against newest-first and majority baselines, :func:`planning_health`
+scores a batch of runs.
 ``agent-guards eval`` is the command (docs/evaluating.md).
 
 Example:
@@ -15,6 +17,7 @@ Example:
 """
 
 from agent_guards.evals.cases import SHIPPED_SLICES, Case, check, load_cases, shipped_case_files
+from agent_guards.evals.dated import dated_questions, format_dated, run_dated
 from agent_guards.evals.health import planning_health
 from agent_guards.evals.kinds import (
     KINDS,
@@ -59,9 +62,11 @@ __all__ = [
     "cases_from_thread",
     "check",
     "compute_metrics",
+    "dated_questions",
     "diff_runs",
     "draft_cases",
     "export_dataset",
+    "format_dated",
     "format_ramdocs",
     "load_cases",
     "load_ramdocs",
@@ -72,6 +77,7 @@ __all__ = [
     "regressions",
     "run_case",
     "run_cases",
+    "run_dated",
     "run_experiment",
     "run_kind",
     "run_ramdocs",

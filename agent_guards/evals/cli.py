@@ -9,7 +9,9 @@ Modes (one per call):
   baseline the exit status is 1 when any case fails. ``--json`` prints one JSON object.
 * ``--from-thread THREAD --db PATH_OR_URL``: draft regression cases from a recorded thread
   (JSONL to ``--out`` or stdout).
-* ``--ramdocs [PATH]``: the RAMDocs replay.
+* ``--ramdocs [PATH]``: the RAMDocs replay (``--labels``, ``--group-entities``).
+* ``--dated``: the dated replay (questions whose answer changed over time) against the
+  newest-first and majority baselines (``--limit`` questions, ``--seed``).
 
 Example:
     >>> import argparse
@@ -73,11 +75,18 @@ _OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                        "help": "slice name of the drafted cases"}),
     ("--ramdocs", {"nargs": "?", "const": "", "metavar": "PATH",
                    "help": "replay RAMDocs (default path: data/ramdocs/RAMDocs_test.jsonl)"}),
-    ("--labels", {"choices": ("none", "oracle"), "default": "none",
-                  "help": "RAMDocs: 'oracle' uses the dataset's labels as metadata (upper bound)"}),
-    ("--limit", {"type": int, "metavar": "N", "help": "RAMDocs: first N questions only"}),
+    ("--labels", {"choices": ("none", "oracle", "oracle_entities"), "default": "none",
+                  "help": "RAMDocs: 'oracle' uses the dataset's labels as metadata (upper "
+                  "bound), 'oracle_entities' adds each correct document's entity"}),
+    ("--group-entities", {"action": "store_true", "help": "RAMDocs: answer per entity "
+                          "instead of asking which one (EvidencePolicy(group_entities=True))"}),
+    ("--limit", {"type": int, "metavar": "N",
+                 "help": "RAMDocs: first N questions only; --dated: N questions (1000)"}),
     ("--keep-unknown", {"action": "store_true", "help": "RAMDocs: count the noise documents' "
                         "'unknown' answers as claims too"}),
+    ("--dated", {"action": "store_true", "help": "replay questions whose answer changed over "
+                 "time (documents with year, month or day dates) against two baselines"}),
+    ("--seed", {"type": int, "metavar": "N", "help": "--dated: seed of the built questions"}),
 )
 # fmt: on
 
@@ -221,11 +230,25 @@ def _from_thread(args: argparse.Namespace) -> int:
 
 def _ramdocs(args: argparse.Namespace) -> int:
     from agent_guards.evals.ramdocs import format_ramdocs, run_ramdocs
+    from agent_guards.evidence_resolve.policy import EvidencePolicy
 
     report = run_ramdocs(
-        args.ramdocs or None, labels=args.labels, limit=args.limit, keep_unknown=args.keep_unknown
+        args.ramdocs or None,
+        labels=args.labels,
+        limit=args.limit,
+        keep_unknown=args.keep_unknown,
+        policy=EvidencePolicy(group_entities=args.group_entities),
     )
     print(json.dumps(report, indent=1) if args.json else format_ramdocs(report))
+    return 0
+
+
+def _dated(args: argparse.Namespace) -> int:
+    from agent_guards.evals.dated import DEFAULT_SEED, format_dated, run_dated
+
+    seed = DEFAULT_SEED if args.seed is None else args.seed
+    report = run_dated(n=args.limit or 1000, seed=seed)
+    print(json.dumps(report, indent=1) if args.json else format_dated(report))
     return 0
 
 
@@ -235,6 +258,8 @@ def main(args: argparse.Namespace) -> int:
         return _from_thread(args)
     if args.ramdocs is not None:
         return _ramdocs(args)
+    if args.dated:
+        return _dated(args)
     return _eval(args)
 
 

@@ -6,7 +6,7 @@ that :func:`~agent_guards.evals.cases.check` compares:
 
 * ``evidence``: input ``items`` (Evidence dicts), ``principal``, ``entity``, ``basis``,
   ``as_of``, ``claim_key``; observed ``value``, ``values``, selected / conflicting /
-  dropped ids, ``conflicting`` and ``dropped`` (id -> reason), ``candidates``.
+  dropped ids, ``conflicting`` and ``dropped`` (id -> reason), ``candidates``, ``caveats``.
 * ``memory``: input ``records`` (MemoryRecord dicts), ``facts`` (this turn's, as the node
   reads them), ``now``, ``scopes``; observed ``inject_ids``, ``injected`` (key -> value),
   ``superseded_ids``, ``expired_ids``, ``excluded`` (id -> reason), ``clarify_keys``,
@@ -119,6 +119,7 @@ def run_evidence(
         "conflicting": dict(extra.get("conflicting", {})),
         "dropped": dict(extra.get("dropped", {})),
         "candidates": to_jsonable(extra.get("candidates", [])),
+        "caveats": list(v.caveats),
     }
 
 

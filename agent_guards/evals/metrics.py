@@ -11,7 +11,8 @@ conflict_detection_recall      evidence and memory cases with a conflict (exp ha
                                clarify/escalate) where obs flagged one (conflicting ids, or verdict
                                clarify/escalate)  /  those cases
 wrong_arbitration_rate         arbitrations that picked wrong: evidence cases where obs answered
-                               but exp did not, or with other selected ids or another value; memory
+                               but exp did not, or with other selected ids or another value (or
+                               other ``values``: a per-entity answer lists every entity's); memory
                                cases whose exp names ``inject_ids`` where obs injected other records
                                /  evidence cases where obs answered + those memory cases
 abstain_precision              cases with obs abstain and exp abstain  /  cases with obs abstain
@@ -125,6 +126,8 @@ def _wrong_arbitration(rs: Sequence[CaseResult]) -> Ratio:
         if _exp_verdict(r) not in (None, "answer"):
             return True
         if "selected_ids" in exp and set(exp["selected_ids"]) != set(obs.get("selected_ids", ())):
+            return True
+        if "values" in exp and exp["values"] != obs.get("values"):
             return True
         return "value" in exp and exp["value"] != obs.get("value")
 

@@ -1,10 +1,17 @@
 """evidence_resolve: arbitrate conflicting RAG evidence.
 
-The verdict is answer, clarify, abstain or escalate, with the ids chosen and flagged."""
+The verdict is answer, clarify, abstain or escalate, with the ids chosen and flagged.
+:class:`ClaimExtractor` turns retrieved text into evidence with a chat model (it only
+extracts; the resolver decides)."""
 
 from agent_guards.core.decision import EvidenceRoute
-from agent_guards.core.fields import normalize_value
 from agent_guards.evidence_resolve.core import coerce_evidence, resolve_evidence
+from agent_guards.evidence_resolve.extract import (
+    ClaimExtractor,
+    ExtractedClaim,
+    ExtractedClaims,
+    Extraction,
+)
 from agent_guards.evidence_resolve.graph import (
     EvidenceQuery,
     EvidenceState,
@@ -19,11 +26,18 @@ from agent_guards.evidence_resolve.model import (
     Evidence,
     EvidenceVerdict,
 )
-from agent_guards.evidence_resolve.policy import DEFAULT_SOURCE_WEIGHTS, EvidencePolicy
+from agent_guards.evidence_resolve.policy import (
+    DEFAULT_SOURCE_WEIGHTS,
+    EvidencePolicy,
+    fold_typography,
+    normalize_value,
+)
+from agent_guards.evidence_resolve.timeline import Span
 
 __all__ = [
     "DEFAULT_SOURCE_WEIGHTS",
     "EVIDENCE_STATUSES",
+    "ClaimExtractor",
     "ClaimVerdict",
     "Evidence",
     "EvidencePolicy",
@@ -31,11 +45,16 @@ __all__ = [
     "EvidenceRoute",
     "EvidenceState",
     "EvidenceVerdict",
+    "ExtractedClaim",
+    "ExtractedClaims",
+    "Extraction",
+    "Span",
     "add_evidence_resolve",
     "coerce_evidence",
     "create_evidence_resolve",
     "create_evidence_route",
     "evidence_from_messages",
+    "fold_typography",
     "merge_evidence",
     "normalize_value",
     "resolve_evidence",

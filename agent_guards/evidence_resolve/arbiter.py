@@ -1,8 +1,9 @@
 """The arbitration steps behind ``resolve_evidence``. Private; pure (no LangGraph import).
 
 Within one claim: entity partition, then basis columns (only among the most credible
-sources), then value groups ranked by credibility, recency and confidence. Each step is a
-dict pass or a sort over the value groups, never a pairwise comparison of items.
+sources), then value groups ranked by credibility, then by the timeline their dates put them
+on, then by confidence; what none of these orders is a close call. Each step is a dict pass
+or a sort over the value groups, never a pairwise comparison of items.
 
 Example:
     >>> from agent_guards.evidence_resolve.model import Evidence
@@ -17,7 +18,7 @@ Example:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -26,6 +27,7 @@ from agent_guards.core.decision import Verdict
 from agent_guards.core.fields import normalize_text, version_key
 from agent_guards.evidence_resolve.model import ClaimVerdict, Evidence
 from agent_guards.evidence_resolve.policy import EvidencePolicy
+from agent_guards.evidence_resolve.timeline import Span
 
 __all__ = ["Arbiter", "Outcome"]
 
@@ -48,6 +50,7 @@ class Outcome:
     detail: str = ""
     keys: frozenset[str] = frozenset()
     """Normalized values this outcome selected (to sort out inactive items)."""
+    caveats: set[str] = field(default_factory=set)
 
     def as_claim(self, claim_key: str) -> ClaimVerdict:
         return ClaimVerdict(
@@ -58,44 +61,85 @@ class Outcome:
             values=dict(self.values),
             selected_ids=self.selected,
             conflicting_ids=tuple(sorted(self.conflicting)),
+            caveats=tuple(sorted(self.caveats)),
         )
 
 
 @dataclass
 class _Group:
+    """One value's items, scored by its most credible sources."""
+
     key: str
     items: list[Evidence]
     weight: float
-    recency: tuple[datetime, tuple[tuple[int, Any], ...]]
-    when: datetime | None
+    span: Span | None
+    """The latest date the value is stated in force (None: no dated item)."""
+    updated: bool
+    """``span`` is an update date: the ``close_days`` window applies."""
+    tentative: bool
+    """Only year or month dates that may not be in force yet at ``as_of``."""
+    version: tuple[tuple[int, Any], ...]
     confidence: float | None
 
 
-class Arbiter:
-    """Arbitration for one ``resolve_evidence`` call (created per call, holds only the policy)."""
+@dataclass(frozen=True)
+class Scope:
+    """What the question fixes for one call: its date and entity, and what they imply."""
 
-    def __init__(self, policy: EvidencePolicy) -> None:
+    as_of: datetime | None = None
+    entity: str | None = None
+    """The entity asked about (normalized by ``EvidencePolicy.name_key``)."""
+    maybe: frozenset[str] = frozenset()
+    """Ids whose year or month date may not be in force yet at ``as_of``."""
+    revived: frozenset[str] = frozenset()
+    """Superseded ids whose every successor is not yet in force at ``as_of``."""
+    entity_elsewhere: frozenset[str] = frozenset()
+    """Normalized claim keys with items about another entity (set aside)."""
+
+
+def _merge(outs: Iterable[Outcome], into: Outcome) -> Outcome:
+    """``into`` with the dropped items and caveats of the partial outcomes ``outs``."""
+    for out in outs:
+        into.dropped.update(out.dropped)
+        into.caveats |= out.caveats
+    return into
+
+
+class Arbiter:
+    """Arbitration for one ``resolve_evidence`` call (created per call, holds only inputs)."""
+
+    def __init__(self, policy: EvidencePolicy, scope: Scope | None = None) -> None:
         self.policy = policy
+        self.scope = scope or Scope()
 
     # -- claims and status ---------------------------------------------------------------
+    def _superseded_by(self, items: list[Evidence]) -> dict[str, str]:
+        """Old id -> the smallest id of an item in force that supersedes it."""
+        out: dict[str, str] = {}
+        for item in items:
+            active = item.status == "active" or item.id in self.scope.revived
+            if active and item.id not in self.scope.maybe:
+                for old in item.supersedes:
+                    if old != item.id:
+                        out[old] = min(out.get(old, item.id), item.id)
+        return out
+
     def split(
         self, live: Iterable[Evidence]
     ) -> tuple[dict[str, list[Evidence]], dict[str, list[tuple[Evidence, str]]]]:
-        """Active candidates per claim, and the inactive (draft, retracted, superseded) ones."""
+        """Active candidates per claim, and the inactive (draft, retracted, superseded) ones.
+
+        Under ``as_of`` a superseded item whose successors were not in force yet is active.
+        """
         items = list(live)
-        superseded_by: dict[str, str] = {}
-        for item in items:
-            if item.status == "active":
-                for old in item.supersedes:
-                    if old != item.id:
-                        superseded_by[old] = min(superseded_by.get(old, item.id), item.id)
+        superseded_by = self._superseded_by(items)
         claims: dict[str, list[Evidence]] = defaultdict(list)
         inactive: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
         names: dict[str, str] = {}
         for item in items:
             norm = normalize_text(item.claim_key)
             names[norm] = min(names.get(norm, item.claim_key), item.claim_key)
-            if item.status != "active":
+            if item.status != "active" and item.id not in self.scope.revived:
                 inactive[norm].append((item, item.status))
             elif item.id in superseded_by:
                 inactive[norm].append((item, f"superseded_by:{superseded_by[item.id]}"))
@@ -110,7 +154,7 @@ class Arbiter:
         self, key: str, cands: list[Evidence], inactive: Mapping[str, list[tuple[Evidence, str]]]
     ) -> Outcome:
         """Resolve one claim; inactive items that disagree with the answer are conflicting."""
-        out = self.by_entity(cands)
+        out = self._for_entity(key, cands)
         for item, why in inactive.get(key, ()):
             disagrees = self.policy.normalize(item.value) not in out.keys
             if out.verdict is Verdict.ANSWER and disagrees:
@@ -124,30 +168,77 @@ class Arbiter:
             out.detail = f"Selected {out.value!r}; the versions it replaces are recorded."
         return out
 
+    def _for_entity(self, key: str, cands: list[Evidence]) -> Outcome:
+        """Arbitrate the claim; a named entity needs evidence of its own."""
+        entity = self.scope.entity
+        if entity is None or any(c.entity is not None for c in cands):
+            return self.by_entity(cands)
+        if normalize_text(key) in self.scope.entity_elsewhere:
+            return Outcome(
+                Verdict.ABSTAIN,
+                "no_entity_evidence",
+                dropped={c.id: "entity_unspecified" for c in cands},
+                detail=f"No evidence is about {entity!r}: the items found are about other "
+                "entities or do not say which one.",
+            )
+        out = self.by_entity(cands)
+        if out.verdict is Verdict.ANSWER:
+            out.caveats.add("entity_unconfirmed")
+        return out
+
     # -- entity and basis partitions ----------------------------------------------------
     def by_entity(self, cands: list[Evidence]) -> Outcome:
-        entities = _partition(cands, lambda e: e.entity)
+        entities = _partition(cands, lambda e: e.entity, self.policy.name_key)
         if len(entities) < 2:
             return self.by_basis(cands)
-        per = {name: self.by_basis(items) for name, items in entities.items()}
+        per = {name: self.by_basis(items) for name, items in sorted(entities.items())}
         keys = {frozenset(o.keys) if o.verdict is Verdict.ANSWER else None for o in per.values()}
         if len(keys) == 1 and None not in keys and all(len(o.keys) == 1 for o in per.values()):
             return self.by_basis(cands)  # every entity says the same thing
-        values = {
-            n: o.value if o.value is not None else (dict(o.values) or None) for n, o in per.items()
-        }
-        return Outcome(
+        if self.policy.group_entities and all(o.verdict is Verdict.ANSWER for o in per.values()):
+            return self._per_entity(cands, per)
+        values: dict[str, Any] = {}
+        candidates: list[dict[str, Any]] = []
+        for name, o in per.items():
+            if o.verdict is Verdict.ANSWER:
+                values[name] = o.value if o.value is not None else dict(o.values)
+                candidates.append({"entity": name, "value": values[name], "ids": list(o.selected)})
+            else:  # the entity's own values conflict: list them, never drop them
+                values[name] = [c["value"] for c in o.candidates] or None
+                candidates.extend({"entity": name, **c} for c in o.candidates)
+        out = Outcome(
             Verdict.CLARIFY,
             "ambiguous_entity",
             values=values,
             conflicting={e.id: "ambiguous_entity" for e in cands},
-            detail=f"Values differ by entity ({', '.join(sorted(values))}); ask which is meant.",
+            candidates=candidates,
+            detail=f"Values differ by entity ({', '.join(values)}); ask which is meant.",
         )
+        out = _merge(per.values(), out)
+        out.dropped = {i: why for i, why in out.dropped.items() if i not in out.conflicting}
+        return out
+
+    def _per_entity(self, cands: list[Evidence], per: Mapping[str, Outcome]) -> Outcome:
+        """Every entity answered: their values side by side (``group_entities``)."""
+        values = {n: o.value if o.value is not None else dict(o.values) for n, o in per.items()}
+        conflicting = {e.id: "entity_unspecified" for e in cands if e.entity is None}
+        for o in per.values():
+            conflicting.update(o.conflicting)
+        out = Outcome(
+            Verdict.ANSWER,
+            "per_entity",
+            values=values,
+            selected=tuple(sorted(i for o in per.values() for i in o.selected)),
+            conflicting=conflicting,
+            keys=frozenset(k for o in per.values() for k in o.keys),
+            detail=f"Values differ by entity ({', '.join(values)}), listed side by side.",
+        )
+        return _merge(per.values(), out)
 
     def by_basis(self, cands: list[Evidence]) -> Outcome:
         top = max(self.policy.weight(e.source_type) for e in cands)
         leaders = [e for e in cands if self.policy.weight(e.source_type) == top]
-        bases = _partition(leaders, lambda e: e.basis)
+        bases = _partition(leaders, lambda e: e.basis, normalize_text)
         if len(bases) < 2:
             return self.arbitrate(cands)
         norm_names = {normalize_text(name): name for name in bases}
@@ -163,11 +254,17 @@ class Arbiter:
         answered = [o for o in outs.values() if o.verdict is Verdict.ANSWER]
         if len(answered) == len(outs) and len({k for o in answered for k in o.keys}) == 1:
             return self.arbitrate(cands)  # every basis says the same thing
+        return _merge(outs.values(), self._columns(outs, leftover, len(answered) < len(outs)))
+
+    def _columns(
+        self, outs: Mapping[str, Outcome], leftover: dict[str, str], stuck: bool
+    ) -> Outcome:
+        """The per-basis outcome: side by side, or the worst column's verdict when one is stuck."""
         values = {name: o.value for name, o in outs.items()}
         conflicting = dict(leftover)
         for o in outs.values():
             conflicting.update(o.conflicting)
-        if len(answered) < len(outs):
+        if stuck:
             worst = max(outs.values(), key=lambda o: _CAUTION[o.verdict])
             conflicting.update({i: worst.reason for o in outs.values() for i in o.selected})
             return Outcome(
@@ -192,19 +289,51 @@ class Arbiter:
     def _group(self, key: str, items: list[Evidence]) -> _Group:
         weight = max(self.policy.weight(e.source_type) for e in items)
         top = [e for e in items if self.policy.weight(e.source_type) == weight]
-        recency = max((e.when or _MIN, version_key(e.version)) for e in top)
+        version = max(version_key(e.version) for e in top)
         confs = [e.confidence for e in top if e.confidence is not None]
-        when = recency[0] if recency[0] != _MIN else None
-        return _Group(key, items, weight, recency, when, max(confs) if confs else None)
+        confidence = max(confs) if confs else None
+        dated = [(e.span, e) for e in top if e.span is not None]
+        if not dated:
+            return _Group(key, items, weight, None, False, False, version, confidence)
+        certain = [(s, e) for s, e in dated if e.id not in self.scope.maybe]
+        as_of = self.scope.as_of
+        pool = certain or [(s.until(as_of) if as_of else s, e) for s, e in dated]
+        # the latest start; on a tie the narrowest span (the most precise date)
+        span, rep = max(pool, key=lambda p: (p[0].start, p[0].start - p[0].end, p[1].id))
+        updated = rep.dated_by == "updated_at"
+        return _Group(key, items, weight, span, updated, not certain, version, confidence)
 
-    def _close_in_time(self, group: _Group, newest: _Group) -> bool:
-        if group.recency == newest.recency:
-            return True
-        if group.when is not None and newest.when is not None and group.when != newest.when:
-            days = abs((newest.when - group.when).total_seconds()) / 86400
-            return days < self.policy.close_window_days
-        # dates equal or missing: distinct versions on both sides order them
-        return not (group.recency[1] and newest.recency[1])
+    def _newer(self, new: _Group, old: _Group) -> bool:
+        """``new`` is known to be in force after ``old`` (both dated, ``new`` in force)."""
+        assert new.span is not None and old.span is not None
+        if new.tentative or not old.span.before(new.span):
+            return False
+        if new.updated or old.updated:
+            days = (new.span.start - old.span.start).total_seconds() / 86400
+            return days >= self.policy.close_window_days
+        return True
+
+    def _timeline(self, tier: list[_Group]) -> tuple[list[_Group], dict[str, str]]:
+        """The groups nothing orders after another (contenders), and why the others lost."""
+        dated = [g for g in tier if g.span is not None and not g.tentative]
+        leaders: list[_Group] = []
+        for updated in (False, True):  # the latest two of each kind can beat every other
+            kind = sorted((g for g in dated if g.updated is updated), key=_latest, reverse=True)
+            leaders.extend(kind[:2])
+        lost: dict[str, str] = {}
+        for g in tier:
+            if g.span is None:
+                if dated:
+                    lost[g.key] = "undated"
+            elif any(h is not g and self._newer(h, g) for h in leaders):
+                lost[g.key] = "older_version"
+        contenders = [g for g in tier if g.key not in lost]
+        if len(contenders) > 1 and all(g.version for g in contenders):
+            top = max(g.version for g in contenders)
+            if sum(g.version == top for g in contenders) == 1:
+                lost.update({g.key: "older_version" for g in contenders if g.version != top})
+                contenders = [g for g in contenders if g.version == top]
+        return contenders, lost
 
     def _close_confidence(self, best: _Group, second: _Group) -> bool:
         if best.confidence is None or second.confidence is None:
@@ -225,7 +354,7 @@ class Arbiter:
         return items[0]
 
     def arbitrate(self, cands: list[Evidence]) -> Outcome:
-        """Pick one value: credibility first, then recency, then confidence; else a close call."""
+        """Pick one value: credibility, then the timeline, then confidence; else a close call."""
         by_value: dict[str, list[Evidence]] = defaultdict(list)
         for e in cands:
             by_value[self.policy.normalize(e.value)].append(e)
@@ -236,29 +365,25 @@ class Arbiter:
         tier = [g for g in groups if g.weight == top]
         if len(tier) == 1:
             return self._answer(tier[0], groups, {}, "source_credibility")
-        newest = max(tier, key=lambda g: (g.recency, g.key))
-        contenders = [g for g in tier if g is newest or self._close_in_time(g, newest)]
+        contenders, lost = self._timeline(tier)
         if len(contenders) == 1:
-            return self._answer(newest, groups, {}, "newer_version")
+            return self._answer(contenders[0], groups, lost, "newer_version")
         ranked = sorted(contenders, key=lambda g: g.key)
         ranked.sort(key=lambda g: g.confidence if g.confidence is not None else -1.0, reverse=True)
         if not self._close_confidence(ranked[0], ranked[1]):
-            lower = {e.id: "lower_confidence" for g in contenders for e in g.items}
-            return self._answer(ranked[0], groups, lower, "higher_confidence")
-        return self._close_call(contenders, groups)
+            lower = {g.key: "lower_confidence" for g in contenders}
+            return self._answer(ranked[0], groups, lost | lower, "higher_confidence")
+        return self._close_call(contenders, groups, lost)
 
     def _answer(
-        self, winner: _Group, groups: list[_Group], preset: dict[str, str], reason: str
+        self, winner: _Group, groups: list[_Group], lost: dict[str, str], reason: str
     ) -> Outcome:
         conflicting: dict[str, str] = {}
         for g in groups:
             if g is winner:
                 continue
-            for e in g.items:
-                if g.weight < winner.weight:
-                    conflicting[e.id] = "less_credible_source"
-                else:
-                    conflicting[e.id] = preset.get(e.id, "older_version")
+            why = "less_credible_source" if g.weight < winner.weight else lost.get(g.key)
+            conflicting.update({e.id: why or "older_version" for e in g.items})
         rep = self._representative(winner)
         selected = sorted(
             winner.items, key=lambda e: (e.relevance is None, -(e.relevance or 0.0), e.id)
@@ -269,9 +394,10 @@ class Arbiter:
             f"({rep.source_type}); less credible disagreeing items flagged.",
             "newer_version": f"Selected {rep.value!r}, the newest version of equal authority; "
             "older versions recorded as conflicting.",
-            "higher_confidence": f"Selected {rep.value!r}: close dates, clearly higher confidence.",
+            "higher_confidence": f"Selected {rep.value!r}: dates do not order the values, "
+            "clearly higher confidence.",
         }
-        return Outcome(
+        out = Outcome(
             Verdict.ANSWER,
             reason,
             value=rep.value,
@@ -280,31 +406,65 @@ class Arbiter:
             keys=frozenset({winner.key}),
             detail=details[reason],
         )
+        if winner.tentative:
+            out.caveats.add("date_imprecise")
+        return self._weigh(out, winner)
 
-    def _close_call(self, contenders: list[_Group], groups: list[_Group]) -> Outcome:
+    def _weigh(self, out: Outcome, winner: _Group) -> Outcome:
+        """A value backed only by weak sources: a caveat, or no answer under ``high_risk``."""
+        if winner.weight >= self.policy.min_answer_weight:
+            return out
+        if not self.policy.high_risk:
+            out.caveats.add("weak_source")
+            out.detail += f" Only weak sources (weight {winner.weight:g}) back it: say so."
+            return out
+        return Outcome(
+            Verdict.ABSTAIN,
+            "weak_source",
+            conflicting=out.conflicting,
+            dropped=dict.fromkeys(out.selected, "weak_source"),
+            candidates=[{"value": out.value, "ids": sorted(out.selected)}],
+            detail=f"Only weak sources (weight {winner.weight:g} < "
+            f"{self.policy.min_answer_weight:g}) back {out.value!r}; high risk: no answer.",
+        )
+
+    def _close_call(
+        self, contenders: list[_Group], groups: list[_Group], lost: dict[str, str]
+    ) -> Outcome:
         conflicting = {e.id: "close_call" for g in contenders for e in g.items}
         top = contenders[0].weight
         contending = {g.key for g in contenders}
         for g in groups:
             if g.key not in contending:
-                why = "less_credible_source" if g.weight < top else "older_version"
-                conflicting.update({e.id: why for e in g.items})
+                why = "less_credible_source" if g.weight < top else lost.get(g.key)
+                conflicting.update({e.id: why or "older_version" for e in g.items})
         candidates = [
             {"value": self._representative(g).value, "ids": sorted(e.id for e in g.items)}
             for g in contenders
         ]
         verdict = Verdict.ESCALATE if self.policy.high_risk else Verdict.CLARIFY
         shown = ", ".join(repr(c["value"]) for c in candidates)
+        why = (
+            "dates that do not order them at their precision (or update dates within close_days)"
+            if all(g.span is not None for g in contenders)
+            else "no date or version that orders them"
+        )
         return Outcome(
             verdict,
             "close_call",
             conflicting=conflicting,
             candidates=candidates,
-            detail=f"Equal authority, close dates and confidence: {shown} cannot be arbitrated.",
+            detail=f"Equal authority, {why}, close confidence: {shown} cannot be arbitrated.",
         )
 
 
-def _partition(items: list[Evidence], attr: Any) -> dict[str, list[Evidence]]:
+def _latest(group: _Group) -> datetime:
+    return group.span.start if group.span is not None else _MIN
+
+
+def _partition(
+    items: list[Evidence], attr: Callable[[Evidence], str | None], key: Callable[[str], str]
+) -> dict[str, list[Evidence]]:
     """Items by a normalized optional attribute (None values are left out); display names."""
     groups: dict[str, list[Evidence]] = defaultdict(list)
     names: dict[str, str] = {}
@@ -312,7 +472,7 @@ def _partition(items: list[Evidence], attr: Any) -> dict[str, list[Evidence]]:
         raw = attr(e)
         if raw is None:
             continue
-        norm = normalize_text(raw)
+        norm = key(raw)
         names[norm] = min(names.get(norm, raw), raw)
         groups[norm].append(e)
     return {names[k]: v for k, v in groups.items()}

@@ -1,8 +1,12 @@
 """``resolve_evidence``: arbitrate retrieved evidence. Pure: no LangGraph import.
 
-Order: permission > entity > version/time > source credibility > basis >
-relevance > (never) model summary. The work is a few dict passes plus sorts of the groups,
-so it grows as n log n. Public names are re-exported from :mod:`agent_guards.evidence_resolve`.
+Order: permission > entity > version (supersedes links and statuses) > source credibility >
+time (among sources of equal authority) > basis > relevance > (never) model summary.
+Version decides among versions of one document (an explicit ``supersedes`` link or status),
+time among sources of equal authority: across authorities a less credible source never wins
+by being newer or more numerous. It answers when these decide, flags what lost, and asks
+only when they do not. The work is a few dict passes plus sorts of the value groups, so it
+grows as n log n. Public names are re-exported from :mod:`agent_guards.evidence_resolve`.
 
 Example:
     >>> docs = [
@@ -24,11 +28,11 @@ from typing import Any
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import normalize_text, to_datetime, to_identities
-from agent_guards.evidence_resolve.arbiter import Arbiter, Outcome
+from agent_guards.evidence_resolve.arbiter import Arbiter, Outcome, Scope
 from agent_guards.evidence_resolve.model import Evidence, EvidenceVerdict
-from agent_guards.evidence_resolve.policy import EvidencePolicy
+from agent_guards.evidence_resolve.policy import EvidencePolicy, fold_typography
 
-__all__ = ["GUARD", "coerce_evidence", "resolve_evidence"]
+__all__ = ["GUARD", "coerce_evidence", "is_visible", "resolve_evidence"]
 
 GUARD = "evidence_resolve"
 _CAUTION = {Verdict.ANSWER: 0, Verdict.ABSTAIN: 1, Verdict.CLARIFY: 2, Verdict.ESCALATE: 3}
@@ -47,7 +51,15 @@ def _raw_allowed(raw: Any) -> Any:
     return None
 
 
-def _visible(raw: Any, identities: frozenset[str]) -> bool:
+def is_visible(raw: Any, identities: frozenset[str]) -> bool:
+    """Whether ``identities`` may see ``raw`` (an ``Evidence``, a dict or a ``Document``).
+
+    Read from the raw ``allowed`` / ``acl`` without validating anything else, so an item the
+    caller may not see is never converted, extracted or reported.
+
+    >>> is_visible({"id": "a", "allowed": ["hr"]}, frozenset({"alice"}))
+    False
+    """
     allowed = _raw_allowed(raw)
     if allowed is None:
         return True
@@ -99,8 +111,12 @@ def resolve_evidence(
             only items with ``allowed=None``. Take it from the run's config, never from
             model output.
         entity: The entity the question is about; items about other entities are dropped.
+            With no item about it, the claim abstains (``no_entity_evidence``) when other
+            entities are named, else it is answered with the caveat ``entity_unconfirmed``.
         basis: The business basis asked for; items stated in other bases are dropped.
-        as_of: Answer as of this date: items not yet effective then are dropped.
+        as_of: Answer as of this date: items not yet effective then are dropped; an item
+            superseded later answers for the time it was in force; a year or month date
+            that contains ``as_of`` may or may not be in force yet (compared as such).
         claim_key: Arbitrate only this claim; items of other claims are dropped.
 
     Returns:
@@ -127,7 +143,12 @@ def resolve_evidence(
     want_entity = _query_text(entity, "entity")
     want_basis = _query_text(basis, "basis")
     want_claim = _query_text(claim_key, "claim_key")
-
+    if want_entity is not None:
+        want_entity = policy.name_key(want_entity)
+    if want_basis is not None:
+        want_basis = _basis(want_basis)
+    if want_claim is not None:
+        want_claim = normalize_text(want_claim)
     visible = _visible_items(items, identities)
     dropped, live = _filter_items(
         visible,
@@ -137,14 +158,89 @@ def resolve_evidence(
         basis=want_basis,
         claim=want_claim,
     )
-    return _arbitrate(policy, visible, live, dropped)
+    maybe: frozenset[str] = frozenset()
+    if when is not None:
+        live, maybe = _refine(visible, live, dropped, policy, when)
+    scope = _scope(visible, live, dropped, as_of=when, entity=want_entity, maybe=maybe)
+    return _arbitrate(Arbiter(policy, scope), visible, live, dropped)
+
+
+def _refine(
+    visible: Mapping[str, Evidence],
+    live: list[Evidence],
+    dropped: dict[str, str],
+    policy: EvidencePolicy,
+    as_of: Any,
+) -> tuple[list[Evidence], frozenset[str]]:
+    """Year and month dates that contain ``as_of``, read with the finer dates of their value.
+
+    A coarse date (``"2032"``) is refined by a finer one of the same claim, entity and value
+    inside it (``"2032-05-15"``): in force if that one is, not yet if all such are not yet;
+    perhaps otherwise. Returns the live items left and the ids still perhaps in force.
+    """
+    unsure = [e for e in live if e.span is not None and e.span.status(as_of) == "maybe"]
+    if not unsure:
+        return live, frozenset()
+    peers: dict[tuple[str, str | None, str], list[Evidence]] = {}
+    for e in visible.values():
+        usable = dropped.get(e.id) in (None, "not_yet_effective") and e.status == "active"
+        if usable and e.span is not None:
+            peers.setdefault(_value_key(e, policy), []).append(e)
+    maybe: set[str] = set()
+    for item in unsure:
+        assert item.span is not None
+        inside = {
+            p.span.status(as_of)
+            for p in peers.get(_value_key(item, policy), ())
+            if p.span is not None and p.span.within(item.span)
+        }
+        if "in_force" in inside:
+            continue
+        if inside == {"not_yet"}:
+            dropped[item.id] = "not_yet_effective"
+        else:
+            maybe.add(item.id)
+    return [e for e in live if e.id not in dropped], frozenset(maybe)
+
+
+def _value_key(item: Evidence, policy: EvidencePolicy) -> tuple[str, str | None, str]:
+    entity = policy.name_key(item.entity) if item.entity is not None else None
+    return normalize_text(item.claim_key), entity, policy.normalize(item.value)
+
+
+def _scope(
+    visible: Mapping[str, Evidence],
+    live: list[Evidence],
+    dropped: Mapping[str, str],
+    *,
+    as_of: Any,
+    entity: str | None,
+    maybe: frozenset[str],
+) -> Scope:
+    """What ``as_of`` and ``entity`` imply for the arbitration (see :class:`Scope`)."""
+    successors: dict[str, list[str]] = {}
+    for e in visible.values():
+        for old in e.supersedes:
+            successors.setdefault(old, []).append(e.id)
+    revived = frozenset(
+        e.id
+        for e in live
+        if as_of is not None
+        and e.status == "superseded"
+        and successors.get(e.id)
+        and all(dropped.get(i) == "not_yet_effective" for i in successors[e.id])
+    )
+    elsewhere = frozenset(
+        normalize_text(visible[i].claim_key) for i, why in dropped.items() if why == "other_entity"
+    )
+    return Scope(as_of, entity, maybe, revived, elsewhere)
 
 
 def _visible_items(items: Iterable[Any], identities: frozenset[str]) -> dict[str, Evidence]:
     """The items the caller may see, by id; an invisible item is never even validated."""
     visible: dict[str, Evidence] = {}
     for raw in items:
-        if not _visible(raw, identities):
+        if not is_visible(raw, identities):
             continue
         item = coerce_evidence(raw)
         if not item.visible_to(identities):  # pragma: no cover - _visible saw the same ACL
@@ -179,13 +275,13 @@ def _filter_items(
 
 
 def _arbitrate(
-    policy: EvidencePolicy,
+    arbiter: Arbiter,
     visible: Mapping[str, Evidence],
     live: list[Evidence],
     dropped: dict[str, str],
 ) -> EvidenceVerdict:
     """Arbitrate the live items claim by claim and combine the outcomes into one verdict."""
-    arbiter = Arbiter(policy)
+    policy = arbiter.policy
     if not visible:
         outcome = Outcome(Verdict.ABSTAIN, "no_evidence", detail="No evidence was retrieved.")
         return _verdict(policy, outcome, dropped, {}, None)
@@ -209,11 +305,12 @@ def _arbitrate(
 
 
 def _query_text(value: Any, field: str) -> str | None:
+    """A query string as given (None passes); blank or non-string values are rejected."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError(f"must be a non-empty string, got {value!r}", field=field)
-    return normalize_text(value)
+    return value
 
 
 def _drop_reason(
@@ -232,13 +329,17 @@ def _drop_reason(
         return "other_claim"
     if item.relevance is not None and item.relevance < policy.min_relevance:
         return "low_relevance"
-    if as_of is not None and item.when is not None and item.when > as_of:
+    if as_of is not None and item.span is not None and item.span.status(as_of) == "not_yet":
         return "not_yet_effective"
-    if entity is not None and item.entity is not None and normalize_text(item.entity) != entity:
+    if entity is not None and item.entity is not None and policy.name_key(item.entity) != entity:
         return "other_entity"
-    if basis is not None and item.basis is not None and normalize_text(item.basis) != basis:
+    if basis is not None and item.basis is not None and _basis(item.basis) != basis:
         return "other_basis"
     return ""
+
+
+def _basis(text: str) -> str:
+    return normalize_text(fold_typography(text))
 
 
 def _combine(outcomes: Mapping[str, Outcome]) -> Outcome:
@@ -247,8 +348,14 @@ def _combine(outcomes: Mapping[str, Outcome]) -> Outcome:
     conflicting = {k: v for o in outcomes.values() for k, v in o.conflicting.items()}
     reason = "multiple_claims" if worst.verdict is Verdict.ANSWER else worst.reason
     detail = " ".join(f"[{key}] {o.detail}" for key, o in outcomes.items())
+    caveats = {c for o in outcomes.values() for c in o.caveats}
     return Outcome(
-        worst.verdict, reason, selected=tuple(selected), conflicting=conflicting, detail=detail
+        worst.verdict,
+        reason,
+        selected=tuple(selected),
+        conflicting=conflicting,
+        detail=detail,
+        caveats=caveats,
     )
 
 
@@ -272,6 +379,8 @@ def _verdict(
         data["dropped"] = dict(sorted(dropped.items()))
     if outcome.candidates:
         data["candidates"] = [dict(c) for c in outcome.candidates]
+    if outcome.caveats:
+        data["caveats"] = sorted(outcome.caveats)
     if claim_key is not None:
         data["claim_key"] = claim_key
     per_claim = {key: out.as_claim(key) for key, out in claims.items()}
@@ -300,6 +409,7 @@ def _verdict(
         selected_ids=outcome.selected,
         conflicting_ids=conflicting_ids,
         dropped_ids=dropped_ids,
+        caveats=tuple(sorted(outcome.caveats)),
         claim_key=claim_key,
         claims=per_claim,
     )

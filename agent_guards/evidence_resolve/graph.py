@@ -2,7 +2,8 @@
 
 The pure core :func:`resolve_evidence` (no LangGraph import) decides ANSWER, CLARIFY,
 ABSTAIN or ESCALATE from ids, versions, dates, sources, entities and bases, in the order
-permission > entity > version/time > source credibility > basis > relevance. The node from
+permission > entity > version (supersedes links and statuses) > source credibility > time
+(among sources of equal authority) > basis > relevance. The node from
 :func:`create_evidence_resolve` reads the evidence from state, the principal from the run's
 config, writes the :class:`EvidenceVerdict` and a decision to ``guard_log``;
 :func:`create_evidence_route` turns the stored verdict into an :data:`EvidenceRoute` label.
@@ -25,25 +26,28 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.errors import GraphBubbleUp
 from typing_extensions import TypedDict
 
 from agent_guards.core.clock import now_from_config
 from agent_guards.core.decision import EvidenceRoute, GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.fields import to_identities
 from agent_guards.core.state import GuardState
-from agent_guards.evidence_resolve.core import GUARD, resolve_evidence
+from agent_guards.evidence_resolve.core import GUARD, is_visible, resolve_evidence
+from agent_guards.evidence_resolve.extract import ClaimExtractor, Extraction
 from agent_guards.evidence_resolve.model import (
     Evidence,
     EvidenceVerdict,
 )
 from agent_guards.evidence_resolve.policy import EvidencePolicy
-from agent_guards.graph import LOG_KEY, guarded, invalid_input, runnable, stamp, state_value
+from agent_guards.graph import LOG_KEY, graph_store, invalid_input, runnable, stamp, state_value
 
 __all__ = [
     "EvidenceQuery",
@@ -101,6 +105,130 @@ def _key(name: str, value: Any) -> str:
     return value
 
 
+@dataclass(frozen=True)
+class _Inputs:
+    """What one evidence_resolve call reads from state and config."""
+
+    items: list[Any]
+    query: Mapping[str, Any]
+    principal: Any
+    as_of: Any
+
+
+def _needs_claims(raw: Any) -> bool:
+    """A retriever ``Document`` whose metadata names no claim (the extractor's input)."""
+    metadata = getattr(raw, "metadata", None)
+    return (
+        hasattr(raw, "page_content")
+        and isinstance(metadata, Mapping)
+        and metadata.get("claim_key") is None
+        and metadata.get("claim") is None
+    )
+
+
+@dataclass(frozen=True)
+class _EvidenceNode:
+    """The node body: read state and config, extract claims if asked, resolve, record."""
+
+    policy: EvidencePolicy
+    evidence_key: str
+    query_key: str
+    output_key: str
+    principal_key: str
+    use_clock: bool
+    name: str
+    extractor: ClaimExtractor | None
+
+    def read(self, state: Any, config: RunnableConfig) -> _Inputs:
+        query = state_value(state, self.query_key) or {}
+        if not isinstance(query, Mapping):
+            raise InvalidInputError(f"must be a mapping, got {query!r}", field=self.query_key)
+        unknown = sorted(set(query) - set(_QUERY_KEYS))
+        if unknown:
+            raise InvalidInputError(
+                f"unknown key(s) {unknown}; allowed: {list(_QUERY_KEYS)}", field=self.query_key
+            )
+        items = state_value(state, self.evidence_key) or []
+        if isinstance(items, (str, bytes, Mapping)):
+            raise InvalidInputError("must be a list of evidence", field=self.evidence_key)
+        as_of = query.get("as_of")
+        if as_of is None and self.use_clock:
+            as_of = now_from_config(config)
+        principal = ((config or {}).get("configurable") or {}).get(self.principal_key)
+        return _Inputs(list(items), query, principal, as_of)
+
+    def pending(self, inputs: _Inputs) -> list[Any]:
+        """The documents to extract claims from: only those the caller may see."""
+        if self.extractor is None:
+            return []
+        identities = to_identities(inputs.principal)
+        return [r for r in inputs.items if _needs_claims(r) and is_visible(r, identities)]
+
+    def decide(
+        self, inputs: _Inputs, config: RunnableConfig, extraction: Extraction | None = None
+    ) -> dict[str, Any]:
+        items = inputs.items
+        if extraction is not None:
+            extracted = {id(r) for r in self.pending(inputs)}
+            items = [r for r in items if id(r) not in extracted] + list(extraction.evidence)
+        query = inputs.query
+        verdict = resolve_evidence(
+            items,
+            policy=self.policy,
+            principal=inputs.principal,
+            entity=query.get("entity"),
+            basis=query.get("basis"),
+            as_of=inputs.as_of,
+            claim_key=query.get("claim_key"),
+        )
+        decision = verdict.decision
+        if extraction is not None:
+            decision = replace(decision, data={**decision.data, "extraction": extraction.summary()})
+        if self.name != GUARD:
+            decision = replace(decision, guard=self.name)
+        decision = stamp(decision, config)
+        return {self.output_key: replace(verdict, decision=decision), LOG_KEY: [decision]}
+
+    def rejected(self, err: InvalidInputError, config: RunnableConfig) -> dict[str, Any]:
+        return {LOG_KEY: [stamp(invalid_input(self.name, err, policy=self.policy.label), config)]}
+
+    def invoke(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        try:
+            inputs = self.read(state, config)
+            docs = self.pending(inputs)
+            extraction = None
+            if self.extractor is not None and docs:
+                claims = _asked(inputs.query)
+                store = graph_store(config)
+                extraction = self.extractor.extract(docs, claims=claims, store=store, config=config)
+            return self.decide(inputs, config, extraction)
+        except GraphBubbleUp:
+            raise
+        except InvalidInputError as err:
+            return self.rejected(err, config)
+
+    async def ainvoke(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        try:
+            inputs = self.read(state, config)
+            docs = self.pending(inputs)
+            extraction = None
+            if self.extractor is not None and docs:
+                claims, store = _asked(inputs.query), graph_store(config)
+                extraction = await self.extractor.aextract(
+                    docs, claims=claims, store=store, config=config
+                )
+            return self.decide(inputs, config, extraction)
+        except GraphBubbleUp:
+            raise
+        except InvalidInputError as err:
+            return self.rejected(err, config)
+
+
+def _asked(query: Mapping[str, Any]) -> list[str] | None:
+    key = query.get("claim_key")
+    return [key] if isinstance(key, str) and key.strip() else None
+
+
 def create_evidence_resolve(
     *,
     policy: EvidencePolicy | None = None,
@@ -109,6 +237,7 @@ def create_evidence_resolve(
     output_key: str = "evidence_verdict",
     principal_key: str = "principal",
     use_clock: bool = True,
+    extractor: ClaimExtractor | None = None,
     name: str = GUARD,
 ) -> RunnableLambda[Any, Any]:
     """Build the evidence_resolve node (sync and async).
@@ -122,6 +251,11 @@ def create_evidence_resolve(
             principal is read from the run's config only, never from state or model output.
         use_clock: When the query has no ``as_of``, set aside evidence not yet effective at
             the run's clock (``now_from_config``).
+        extractor: A :class:`~agent_guards.evidence_resolve.ClaimExtractor` for retriever
+            ``Document``s whose metadata names no claim: it extracts the query's
+            ``claim_key`` (else its own ``claims``) from the documents the caller may see,
+            cached in the graph's store, and ``decision.data["extraction"]`` records what
+            it did. A model failure raises out of the node (the graph's retry policy applies).
         name: Node name, also the ``guard`` of its decisions.
 
     Returns:
@@ -132,7 +266,8 @@ def create_evidence_resolve(
 
     Raises:
         ValueError: An option is invalid (the message names it).
-        TypeError: ``policy`` is not an ``EvidencePolicy``.
+        TypeError: ``policy`` is not an ``EvidencePolicy``, or ``extractor`` not a
+            ``ClaimExtractor``.
 
     Example:
         >>> from agent_guards import Evidence, create_evidence_resolve
@@ -156,46 +291,12 @@ def create_evidence_resolve(
         _key(option, value)
     if not isinstance(use_clock, bool):
         raise TypeError(f"use_clock must be a bool, got {use_clock!r}")
-
-    def decide(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        query = state_value(state, query_key) or {}
-        if not isinstance(query, Mapping):
-            raise InvalidInputError(f"must be a mapping, got {query!r}", field=query_key)
-        unknown = sorted(set(query) - set(_QUERY_KEYS))
-        if unknown:
-            raise InvalidInputError(
-                f"unknown key(s) {unknown}; allowed: {list(_QUERY_KEYS)}", field=query_key
-            )
-        items = state_value(state, evidence_key) or []
-        if isinstance(items, (str, bytes, Mapping)):
-            raise InvalidInputError("must be a list of evidence", field=evidence_key)
-        as_of = query.get("as_of")
-        if as_of is None and use_clock:
-            as_of = now_from_config(config)
-        principal = ((config or {}).get("configurable") or {}).get(principal_key)
-        verdict = resolve_evidence(
-            items,
-            policy=policy,
-            principal=principal,
-            entity=query.get("entity"),
-            basis=query.get("basis"),
-            as_of=as_of,
-            claim_key=query.get("claim_key"),
-        )
-        decision = verdict.decision
-        if name != GUARD:
-            decision = replace(decision, guard=name)
-        decision = stamp(decision, config)
-        return {output_key: replace(verdict, decision=decision), LOG_KEY: [decision]}
-
-    def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
-        def rejected(err: InvalidInputError) -> dict[str, Any]:
-            decision = stamp(invalid_input(name, err, policy=policy.label), config)
-            return {LOG_KEY: [decision]}
-
-        return guarded(decide, rejected)(state, config)
-
-    return runnable(name, node)
+    if extractor is not None and not isinstance(extractor, ClaimExtractor):
+        raise TypeError(f"extractor must be a ClaimExtractor, got {type(extractor).__name__}")
+    node = _EvidenceNode(
+        policy, evidence_key, query_key, output_key, principal_key, use_clock, name, extractor
+    )
+    return runnable(name, node.invoke, node.ainvoke)
 
 
 def _latest(log: Any, guard: str) -> tuple[str, str] | None:

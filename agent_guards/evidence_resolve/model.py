@@ -23,11 +23,11 @@ from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import (
     from_mapping,
     to_confidence,
-    to_datetime,
     to_finite,
     to_ids,
     to_key,
 )
+from agent_guards.evidence_resolve.timeline import Span, canonical_date
 
 __all__ = ["EVIDENCE_STATUSES", "Arbitration", "ClaimVerdict", "Evidence", "EvidenceVerdict"]
 
@@ -53,8 +53,8 @@ _DOC_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _dt(value: Any) -> datetime | None:
-    return value if isinstance(value, datetime) else None
+def _span(value: Any) -> Span | None:
+    return None if value is None else Span.parse(value)
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,9 @@ class Evidence:
 
     Only ``id``, ``claim_key`` and ``value`` are required. Construction validates every
     field and raises :class:`~agent_guards.core.errors.InvalidInputError` naming the item and
-    the field. Dates accept ``datetime``, ``date`` or ISO-8601 strings (no offset = UTC).
+    the field. Dates accept ``datetime``, ``date`` or ISO-8601 strings (no offset = UTC),
+    including a year (``"2019"``) or a month (``"2019-04"``) when that is all the source says:
+    they are compared at that precision (:attr:`span`), never read as January 1.
 
     Example:
         >>> from agent_guards import Evidence
@@ -71,6 +73,8 @@ class Evidence:
         ...              effective_at="2026-01-01", allowed=["finance"])
         >>> e.when.isoformat(), e.visible_to(frozenset({"finance"})), e.visible_to(frozenset())
         ('2026-01-01T00:00:00+00:00', True, False)
+        >>> Evidence("p19", "approval_limit", "80w", effective_at="2019").span.precision
+        'year'
         >>> Evidence("p27", "approval_limit", "60w", confidence=1.5)
         Traceback (most recent call last):
         ...
@@ -91,9 +95,14 @@ class Evidence:
     version: str | int | None = None
     """Document version; orders items whose dates are missing."""
     updated_at: datetime | date | str | None = None
-    """Last update (normalized to an aware datetime)."""
+    """Last modification (an aware datetime; ``"YYYY"`` / ``"YYYY-MM"`` kept as written).
+
+    A modification date says when a page was touched, not when its value took effect: two
+    values ordered only by update dates closer than ``EvidencePolicy.close_days`` are a
+    close call."""
     effective_at: datetime | date | str | None = None
-    """When the content takes effect; preferred over ``updated_at`` for recency and ``as_of``."""
+    """When the value takes effect (stored like ``updated_at``); preferred over it for recency
+    and ``as_of``. Values whose effective dates order them are a timeline: the newest wins."""
     confidence: float | None = None
     """Extraction or source confidence in 0..1."""
     relevance: float | None = None
@@ -140,7 +149,12 @@ class Evidence:
             raise InvalidInputError(f"must be a string, got {self.text!r}", item=item, field="text")
         set_ = object.__setattr__
         for name in ("updated_at", "effective_at"):
-            set_(self, name, to_datetime(getattr(self, name), item=item, field=name))
+            set_(self, name, canonical_date(getattr(self, name), item=item, field=name))
+        # the ordering date, parsed once (not a field: equality, repr and serialization
+        # see only the fields; ``replace`` builds a new item and parses again)
+        self.__dict__["_span"] = _span(
+            self.effective_at if self.effective_at is not None else self.updated_at
+        )
         set_(self, "confidence", to_confidence(self.confidence, item=item, field="confidence"))
         set_(self, "relevance", to_finite(self.relevance, item=item, field="relevance"))
         set_(self, "supersedes", to_ids(self.supersedes, item=item, field="supersedes"))
@@ -149,9 +163,26 @@ class Evidence:
             set_(self, "allowed", to_ids(self.allowed, item=item, field="allowed"))
 
     @property
+    def span(self) -> Span | None:
+        """The date that orders versions (``effective_at``, else ``updated_at``) as a span."""
+        if "_span" not in self.__dict__:  # built without __init__ (e.g. copy.copy of a subclass)
+            date = self.effective_at if self.effective_at is not None else self.updated_at
+            self.__dict__["_span"] = _span(date)
+        span: Span | None = self.__dict__["_span"]
+        return span
+
+    @property
+    def dated_by(self) -> str | None:
+        """Which field :attr:`span` comes from (``"effective_at"``, ``"updated_at"`` or None)."""
+        if self.effective_at is not None:
+            return "effective_at"
+        return "updated_at" if self.updated_at is not None else None
+
+    @property
     def when(self) -> datetime | None:
-        """The date that orders versions: ``effective_at``, else ``updated_at``."""
-        return _dt(self.effective_at) or _dt(self.updated_at)
+        """The start of :attr:`span` (the earliest instant the date can be)."""
+        span = self.span
+        return span.start if span is not None else None
 
     def visible_to(self, identities: frozenset[str]) -> bool:
         """True when ``allowed`` is None or shares one of ``identities``."""
@@ -161,8 +192,8 @@ class Evidence:
         """JSON-ready dict (dates as ISO strings, tuples as lists)."""
         out = asdict(self)
         for name in ("updated_at", "effective_at"):
-            when = _dt(out[name])
-            out[name] = when.isoformat() if when else None
+            when = out[name]
+            out[name] = when.isoformat() if isinstance(when, datetime) else when
         for name in ("supersedes", "flags", "allowed"):
             out[name] = list(out[name]) if out[name] is not None else None
         return out
@@ -238,8 +269,13 @@ class Arbitration:
     values: dict[str, Any] = field(default_factory=dict, hash=False)
     selected_ids: tuple[str, ...] = ()
     conflicting_ids: tuple[str, ...] = ()
+    caveats: tuple[str, ...] = ()
+    """What the answer must say with it: ``weak_source`` (only sources under
+    ``EvidencePolicy.min_answer_weight`` back it), ``entity_unconfirmed`` (no item names the
+    entity asked about), ``date_imprecise`` (a year or month date may not be in force yet at
+    ``as_of``)."""
 
-    _ID_FIELDS: ClassVar[tuple[str, ...]] = ("selected_ids", "conflicting_ids")
+    _ID_FIELDS: ClassVar[tuple[str, ...]] = ("selected_ids", "conflicting_ids", "caveats")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.verdict))
@@ -287,7 +323,12 @@ class EvidenceVerdict(Arbitration):
     claim_key: str | None = None
     claims: dict[str, ClaimVerdict] = field(default_factory=dict, hash=False)
 
-    _ID_FIELDS: ClassVar[tuple[str, ...]] = ("selected_ids", "conflicting_ids", "dropped_ids")
+    _ID_FIELDS: ClassVar[tuple[str, ...]] = (
+        "selected_ids",
+        "conflicting_ids",
+        "dropped_ids",
+        "caveats",
+    )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (verdicts as strings, the decision via ``GuardDecision.to_dict``)."""
@@ -299,6 +340,7 @@ class EvidenceVerdict(Arbitration):
             "selected_ids": list(self.selected_ids),
             "conflicting_ids": list(self.conflicting_ids),
             "dropped_ids": list(self.dropped_ids),
+            "caveats": list(self.caveats),
             "claim_key": self.claim_key,
             "claims": {
                 k: {**asdict(c), "verdict": c.verdict.value} for k, c in self.claims.items()
@@ -306,6 +348,6 @@ class EvidenceVerdict(Arbitration):
             "decision": self.decision.to_dict(),
         }
         for claim in out["claims"].values():
-            claim["selected_ids"] = list(claim["selected_ids"])
-            claim["conflicting_ids"] = list(claim["conflicting_ids"])
+            for name in ("selected_ids", "conflicting_ids", "caveats"):
+                claim[name] = list(claim[name])
         return out

@@ -126,6 +126,21 @@ def test_ramdocs_option(capsys: pytest.CaptureFixture[str]) -> None:
     assert "RAMDocs replay (labels=none" in out and "questions" in out
     assert eval_cli(["--ramdocs", "--limit", "25", "--labels", "oracle", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["labels"] == "oracle"
+    grouped = ["--ramdocs", "--limit", "25", "--labels", "oracle_entities", "--group-entities"]
+    assert eval_cli(grouped) == 0
+    assert "labels=oracle_entities, group_entities" in capsys.readouterr().out
+
+
+def test_ramdocs_sibling_dated_option(capsys: pytest.CaptureFixture[str]) -> None:
+    assert eval_cli(["--dated", "--limit", "50", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Dated replay (50 questions" in out and "seed 3" in out and "newest_first" in out
+    assert eval_cli(["--dated", "--limit", "20", "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["methods"]) == {
+        "resolver",
+        "newest_first",
+        "majority",
+    }
 
 
 def test_agent_guards_command_wires_eval(capsys: pytest.CaptureFixture[str]) -> None:

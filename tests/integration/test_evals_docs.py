@@ -45,6 +45,12 @@ def test_blocks_run_and_print_what_the_page_shows(
             assert buffer.getvalue().strip() == expected.strip(), f"block {index} output differs"
 
 
+def test_the_dated_replay_numbers_are_the_ones_the_command_prints_ramdocs_page() -> None:
+    from agent_guards.evals.dated import format_dated, run_dated
+
+    assert format_dated(run_dated()) in DOC.read_text()
+
+
 def test_the_ramdocs_numbers_are_the_ones_the_command_prints() -> None:
     from agent_guards.evals.ramdocs import run_ramdocs
 
@@ -54,6 +60,14 @@ def test_the_ramdocs_numbers_are_the_ones_the_command_prints() -> None:
         run_ramdocs(keep_unknown=True),
         run_ramdocs(labels="oracle"),
     )
-    for key in ("wrong_commit_rate", "correct_answer_rate", "clarify_rate", "clarify_on_ambiguous"):
+    for key in (
+        "strict_correct_rate",
+        "correct_answer_rate",
+        "wrong_commit_rate",
+        "caveat_rate",
+        "clarify_rate",
+        "clarify_on_ambiguous",
+        "clarify_lists_misinfo",
+    ):
         row = " | ".join(f"{100 * r[key]:.1f}%" for r in (plain, unknown, oracle))
         assert row in text.replace(" (2)", ""), key

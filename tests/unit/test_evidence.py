@@ -419,6 +419,14 @@ def test_default_normalizer(a: Any, b: Any, same: bool) -> None:
 
 SOURCES = ["official", "internal", "memory", "forum", None]
 DAY0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+# effective dates at every precision: a year, a month, a day, an instant
+PARTIAL_DATES = st.one_of(
+    st.integers(2023, 2026).map(str),
+    st.tuples(st.integers(2023, 2026), st.integers(1, 12)).map(lambda ym: f"{ym[0]}-{ym[1]:02d}"),
+    st.integers(0, 1200).map(lambda d: (DAY0 + timedelta(days=d)).date()),
+    st.integers(0, 1200 * 24).map(lambda h: DAY0 + timedelta(hours=h, minutes=7)),
+)
+AS_OF = st.none() | st.integers(0, 1200).map(lambda d: DAY0 + timedelta(days=d, hours=12))
 
 
 @st.composite
@@ -435,6 +443,7 @@ def evidence_lists(draw: Any, *, with_partitions: bool = True, max_size: int = 8
                 updated_at=draw(
                     st.none() | st.integers(0, 800).map(lambda d: DAY0 + timedelta(days=d))
                 ),
+                effective_at=draw(st.none() | st.none() | PARTIAL_DATES),
                 version=draw(st.none() | st.integers(1, 5)),
                 confidence=draw(st.none() | st.floats(0, 1)),
                 relevance=draw(st.none() | st.floats(0, 1)),
@@ -465,10 +474,13 @@ LAWS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 @given(items=evidence_lists(), data=st.data())
 def test_law_order_invariance_and_determinism(items: list[Evidence], data: Any) -> None:
     principal = data.draw(st.sampled_from([None, "staff", ["hr"]]))
+    policy = data.draw(st.sampled_from([POLICY, replace(POLICY, group_entities=True)]))
+    kw = {"policy": policy, "principal": principal, "as_of": data.draw(AS_OF)}
+    kw["entity"] = data.draw(st.sampled_from([None, None, "x"]))
     shuffled = data.draw(st.permutations(items))
-    first = resolve_evidence(items, policy=POLICY, principal=principal)
-    assert resolve_evidence(shuffled, policy=POLICY, principal=principal) == first
-    assert resolve_evidence(items, policy=POLICY, principal=principal).to_dict() == first.to_dict()
+    first = resolve_evidence(items, **kw)
+    assert resolve_evidence(shuffled, **kw) == first
+    assert resolve_evidence(items, **kw).to_dict() == first.to_dict()
 
 
 @LAWS
@@ -476,16 +488,18 @@ def test_law_order_invariance_and_determinism(items: list[Evidence], data: Any) 
 def test_law_a_newer_more_authoritative_item_wins(items: list[Evidence], data: Any) -> None:
     """Adding a newer, more authoritative active item never makes an older one win.
 
-    "Newer" needs dates on both sides: an undated item of equal authority has no known age.
+    "Newer" needs dates on both sides: an undated item of equal authority has no known age;
+    and it means after every other date at that date's precision (a year ends on Dec 31).
     """
     others = [replace(e, updated_at=e.updated_at or DAY0) for e in items if e.claim_key == "k"]
     value = data.draw(st.sampled_from(["1", "2", "3", "9"]))
-    newest = max((e.when for e in others if e.when), default=DAY0)
+    newest = max((e.span.last for e in others if e.span), default=DAY0)
+    field = data.draw(st.sampled_from(["updated_at", "effective_at"]))
     new = Evidence(
         "new",
         "k",
         value,
-        updated_at=newest + timedelta(days=365),
+        **{field: newest + timedelta(days=365)},
         confidence=1.0,
         source_type=data.draw(st.sampled_from(["official", "super"])),
     )
@@ -552,16 +566,35 @@ def test_law_hidden_items_change_nothing(items: list[Evidence], data: Any) -> No
 
 
 @LAWS
-@given(items=evidence_lists())
-def test_law_every_visible_id_is_accounted_for_once(items: list[Evidence]) -> None:
-    v = resolve_evidence(items, policy=POLICY, principal="hr")
+@given(items=evidence_lists(), data=st.data())
+def test_law_every_visible_id_is_accounted_for_once(items: list[Evidence], data: Any) -> None:
+    policy = data.draw(
+        st.sampled_from(
+            [POLICY, replace(POLICY, group_entities=True), replace(POLICY, high_risk=True)]
+        )
+    )
+    as_of = data.draw(AS_OF)
+    v = resolve_evidence(
+        items,
+        policy=policy,
+        principal="hr",
+        as_of=as_of,
+        entity=data.draw(st.sampled_from([None, None, "y"])),
+    )
+    if as_of is not None:  # nothing answers before it takes effect
+        by_id = {e.id: e for e in items}
+        assert all(by_id[i].span is None or by_id[i].span.start <= as_of for i in v.selected_ids)
     ids = [*v.selected_ids, *v.conflicting_ids, *v.dropped_ids]
     assert len(ids) == len(set(ids))
     if v.verdict is not Verdict.ABSTAIN or v.reason != "no_evidence":
         assert set(ids) == {e.id for e in items}
     if v.verdict is Verdict.ANSWER:
         assert v.selected_ids
-        assert not set(v.selected_ids) & {e.id for e in items if e.status != "active" or e.flags}
+        # a superseded item answers only for a date before its successors took effect
+        never = {e.id for e in items if e.status in ("draft", "retracted") or e.flags}
+        if as_of is None:
+            never |= {e.id for e in items if e.status == "superseded"}
+        assert not set(v.selected_ids) & never
     elif not v.claims:
         assert v.selected_ids == ()
 
@@ -573,6 +606,7 @@ def test_law_every_visible_id_is_accounted_for_once(items: list[Evidence]) -> No
         "evidence_resolve/model",
         "evidence_resolve/policy",
         "evidence_resolve/arbiter",
+        "evidence_resolve/timeline",
         "evidence_resolve/core",
         "memory_resolve/model",
         "memory_resolve/core",
@@ -601,6 +635,7 @@ def test_pure_cores_import_nothing_from_langgraph(module: str) -> None:
         "agent_guards.evidence_resolve.model",
         "agent_guards.evidence_resolve.policy",
         "agent_guards.evidence_resolve.arbiter",
+        "agent_guards.evidence_resolve.timeline",
         "agent_guards.memory_resolve.model",
         "agent_guards.memory_resolve.policy",
     }

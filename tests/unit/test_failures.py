@@ -18,7 +18,6 @@ from langgraph.store.memory import InMemoryStore
 from pydantic import BaseModel, ValidationError
 
 from agent_guards.core import CircuitOpen, Effect, InvalidInputError, ToolFailure, Verdict
-from agent_guards.tool_guard.wrapper import record_effect
 from agent_guards.retry_router import (
     DEFAULT_ROUTES,
     AmbiguousInput,
@@ -41,6 +40,7 @@ from agent_guards.retry_router import (
     failure_message,
     route_failures,
 )
+from agent_guards.tool_guard.wrapper import record_effect
 
 K = FailureKind
 
