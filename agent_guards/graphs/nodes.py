@@ -14,6 +14,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_store
 from langgraph.graph import END
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command, interrupt
@@ -35,7 +36,7 @@ from agent_guards.planner_gate import (
     next_step,
     progress_update,
 )
-from agent_guards.tool_guard.ledger import CANCEL_KEY
+from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger
 from agent_guards.tool_guard.plan import cancelled
 
 from .outcomes import blend_outcome, compensation, respond_outcome, step_outcome, to_undo
@@ -72,8 +73,11 @@ class Nodes:
         tools: Sequence[Any],
         policies: Policies,
         compensations: Mapping[str, Callable[[PlanStep], str]],
+        *,
+        ledger: RunLedger | None = None,
     ) -> None:
         self.pol = policies
+        self.ledger = ledger  # where the tool node records what each call really did
         self.first = "context_guard" if policies.guards else "agent"
         self.undo = dict(compensations)
         # tools that only read: a replan may run their steps again; any other may write
@@ -281,7 +285,9 @@ class Nodes:
     def respond(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
         outcome = respond_outcome(state) if self.pol.guards else blend_outcome(state)
         update: dict[str, Any] = {}
-        if outcome["route"] == "cancelled" and (steps := to_undo(state, self.undo)):
+        if outcome["route"] == "cancelled" and (
+            steps := to_undo(state, self.undo, self.ledger_writes(config))
+        ):
             # every completed write of the thread, newest first, each one recorded
             undone = [(step, self.undo[str(step.tool)](step)) for step in steps]
             outcome["compensated"] = [line for _, line in undone]
@@ -290,6 +296,15 @@ class Nodes:
         message = AIMessage(outcome["text"], name="respond")
         goto = "escalate" if outcome["route"] == "escalate" else END
         return Command(goto=goto, update={"messages": [message], "outcome": outcome, **update})
+
+    def ledger_writes(self, config: RunnableConfig) -> list[dict[str, Any]]:
+        """The thread's completed writes the ledger holds (newest first), for a cancel to
+        undo those no plan step lists; [] without a ledger or a store."""
+        thread = (config.get("configurable") or {}).get("thread_id")
+        if self.ledger is None or thread is None or not self.undo:
+            return []
+        store = get_store()
+        return self.ledger.done_writes(store, str(thread)) if store is not None else []
 
     def escalate(self, state: PlanExecuteState) -> dict[str, Any]:
         outcome = dict(state.get("outcome") or {})

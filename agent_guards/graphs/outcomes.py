@@ -182,12 +182,17 @@ def blend_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def to_undo(
-    state: Mapping[str, Any], undo: Mapping[str, Callable[[PlanStep], str]]
+    state: Mapping[str, Any],
+    undo: Mapping[str, Callable[[PlanStep], str]],
+    ledgered: Sequence[Mapping[str, Any]] = (),
 ) -> list[PlanStep]:
     """The completed steps with a side effect and an undo hook, newest first.
 
     Every plan version is read, not only the current one: a replan may have dropped a step
     that had already written. A step carried over from version to version comes once.
+    ``ledgered`` are the run ledger's completed writes (newest first): a write no plan step
+    lists (a tool the step's model chose on its own) comes first, as a step named by its
+    call id, so a cancel undoes every completed write of the thread.
     """
     seen: set[tuple[str, str | None, str]] = set()
     done: list[PlanStep] = []
@@ -197,7 +202,26 @@ def to_undo(
             if step.status is StepStatus.DONE and step.tool in undo and key not in seen:
                 seen.add(key)
                 done.append(step)
-    return done
+    return [*_unlisted(ledgered, done, undo), *done]
+
+
+def _unlisted(
+    ledgered: Sequence[Mapping[str, Any]],
+    steps: Sequence[PlanStep],
+    undo: Mapping[str, Callable[[PlanStep], str]],
+) -> list[PlanStep]:
+    """The ledger's writes no done step accounts for (by call id and tool, or by tool and
+    args), as steps named by their call id."""
+    covered = {(cid, s.tool) for s in steps for cid in s.call_ids}
+    listed = {(s.tool, repr(sorted(s.args.items()))) for s in steps}
+    return [
+        PlanStep(str(e["call_id"]), f"{e['tool']} (call {e['call_id']}, in no plan step)",
+                 tool=str(e["tool"]), args=dict(e["args"]), status=StepStatus.DONE)
+        for e in ledgered
+        if e.get("tool") in undo and isinstance(e.get("args"), Mapping)
+        and (e.get("call_id"), e["tool"]) not in covered
+        and (e["tool"], repr(sorted(e["args"].items()))) not in listed
+    ]  # fmt: skip
 
 
 def compensate(

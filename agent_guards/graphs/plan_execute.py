@@ -94,7 +94,8 @@ def build_graph(
     Agent Server, a parent graph) chooses.
     """
     pol, tool_names = _checked(policies, tools, compensations)
-    nodes = Nodes(model, tools, pol, compensations or {})
+    ledger = ledger if ledger is not None else RunLedger() if store is not None else None
+    nodes = Nodes(model, tools, pol, compensations or {}, ledger=ledger)
     builder = StateGraph(PlanExecuteState)
     builder.add_node("parse_goal", nodes.parse_goal, destinations=("memory_resolve", "respond"))
     # Unguarded baseline: stored memories are injected as they are, the turn's facts ignored.
@@ -205,7 +206,7 @@ def _add_tools(
         messages_key="step_messages",
         budget=pol.budget,  # max_tool_calls is checked per call, not per turn
         # what the tools really did, per thread: forks and resumes never re-run a write
-        ledger=ledger if ledger is not None else RunLedger() if store is not None else None,
+        ledger=ledger,
     )
     if sleep is not None:
         guard = replace(guard, sleep=sleep, asleep=_async_sleep(sleep))

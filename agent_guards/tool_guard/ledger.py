@@ -108,13 +108,15 @@ class RunLedger:
         effect: Effect | str,
         attempt: int = 1,
         previous: Mapping[str, Any] | None = None,
+        args: Mapping[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Claim the call's next execution and record the intent, before it runs.
 
         The claim is atomic (see :mod:`~agent_guards.tool_guard.claims`): of two workers
         starting the same execution of a call, one gets the entry back and runs the tool,
         the other gets None and waits for the outcome (:meth:`outcome`). ``previous`` is
-        the call's entry when the caller has just read it ({}: it never ran).
+        the call's entry when the caller has just read it ({}: it never ran). ``args`` are
+        kept when they are small JSON (a cancel can then undo a write no plan step lists).
         """
         old = previous if previous is not None else self.entry(store, thread_id, call_id) or {}
         entry: dict[str, Any] = {
@@ -127,6 +129,8 @@ class RunLedger:
             "status": "started",
             "started_at": time.time(),  # wall clock: how long another worker may still run it
         }
+        if args is not None and (kept := _small_json(dict(args))) is not None:
+            entry["args"] = kept
         ns, key = self._ns(thread_id), _key(call_id, int(entry["executions"]))
         return entry if claim(store, ns, key, entry) else None
 
@@ -183,6 +187,21 @@ class RunLedger:
             if time.time() - float(entry.get("started_at", 0)) >= self.wait:
                 return entry
             sleep(_POLL)
+
+    def done_writes(self, store: BaseStore, thread_id: str) -> list[dict[str, Any]]:
+        """The thread's completed executions that may have changed the world (writes,
+        idempotent writes, unknown tools), newest first: what a cancel may have to undo."""
+        found, offset = [], 0
+        while True:
+            page = store.search(self._ns(thread_id), limit=100, offset=offset)
+            found += [
+                dict(item.value)
+                for item in page
+                if item.value.get("status") == "done" and item.value.get("effect") != "read"
+            ]
+            if len(page) < 100:
+                return sorted(found, key=lambda e: -float(e.get("started_at", 0)))
+            offset += 100
 
     def executions(self, store: BaseStore, thread_id: str) -> int:
         """Every execution recorded for the thread, whatever checkpoint or worker ran it

@@ -504,6 +504,7 @@ class ToolCallGuard:
             effect=plan.effect or Effect.UNKNOWN,
             attempt=plan.attempt,
             previous=previous,
+            args=call.get("args") if isinstance(call.get("args"), Mapping) else None,
         )
 
     def _ledger_finish(

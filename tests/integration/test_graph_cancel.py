@@ -351,3 +351,45 @@ def test_a_task_that_mentions_stopping_is_not_a_cancel(words: str, tmp_path: Pat
     assert done["outcome"].get("route") != "cancelled"
     assert done["usage"]["model_calls"] > paused["usage"]["model_calls"]  # the model read it
     assert undo.undone == [] and _said(done["guard_log"], "cancel") == []
+
+
+def test_a_cancel_undoes_a_write_no_plan_step_lists(tmp_path: Path) -> None:
+    """Step s1's model also calls ``hold_funds``, a write the plan never named: the ledger
+    holds it, so the cancel undoes it too (first, by its call id), and records it."""
+    from langchain_core.tools import tool
+
+    from agent_guards.graphs.scenarios import RoleScript, Scenario
+    from agent_guards.testing import tool_call_message
+    from agent_guards.tool_guard import annotate_tool
+    from tests.integration._reference import _payment_script
+
+    @tool
+    def hold_funds(amount: int) -> str:
+        """Reserve funds for a payment (a write)."""
+        return f"held {amount}"
+
+    def script() -> RoleScript:
+        base = _payment_script()
+        calls = tool_call_message("create_draft", {})
+        calls.tool_calls.append({"name": "hold_funds", "args": {"amount": 70}, "id": "hold-1"})
+        return RoleScript(
+            parse_goal=base.replies["parse_goal"], plan=base.replies["plan"],
+            agent={"s1": [calls, "draft created, funds held"], "s2": base.replies["agent"]["s2"]},
+            review=base.replies["review"],
+        )  # fmt: skip
+
+    undo = Undo()
+    tools = [*payment_tools(tmp_path), annotate_tool(hold_funds)]
+    scenario = Scenario("held", "a write outside the plan", "Pay invoice 7.", script,
+                        lambda: tools, "answer",
+                        compensations={"create_draft": undo, "hold_funds": undo})  # fmt: skip
+    with persistence("sqlite", tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        _pause(graph, config, scenario.message)
+        done = graph.invoke(Command(resume={"cancel": "changed my mind"}), config)
+    assert [(s.id, s.tool, s.args) for s in undo.undone] == [
+        ("hold-1", "hold_funds", {"amount": 70}),
+        ("s1", "create_draft", {}),
+    ]
+    assert [ids for _, reason, ids in _said(done["guard_log"], "cancel")] == [("hold-1",), ("s1",)]
