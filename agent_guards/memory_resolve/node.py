@@ -17,11 +17,12 @@ from typing import Any, NamedTuple, cast
 from langchain_core.runnables import RunnableConfig
 
 from agent_guards.core.clock import now_from_config
+from agent_guards.core.decision import Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import to_identities
 from agent_guards.graph import LOG_KEY, graph_store, invalid_input, stamp, state_value
 from agent_guards.memory_resolve.core import GUARD, coerce_record, resolve_memory
-from agent_guards.memory_resolve.model import MemoryRecord
+from agent_guards.memory_resolve.model import MemoryRecord, MemoryVerdict
 from agent_guards.memory_resolve.policy import MemoryPolicy
 from agent_guards.memory_resolve.store import (
     aload_memories,
@@ -127,14 +128,26 @@ class MemoryNode:
         return writes, update
 
     def _rejected(self, err: InvalidInputError, config: RunnableConfig) -> dict[str, Any]:
-        decision = invalid_input(self.name, err, policy=self.policy.label)
-        return {LOG_KEY: [stamp(decision, config)]}
+        decision = stamp(invalid_input(self.name, err, policy=self.policy.label), config)
+        # an empty verdict, so code reading ``state[output_key]`` finds one (nothing injected)
+        return {self.output_key: MemoryVerdict(decision=decision), LOG_KEY: [decision]}
+
+    def _skipped(self, invalid: list[InvalidInputError], config: RunnableConfig) -> list[Any]:
+        """One decision per stored item that is no valid record (left out, the rest used)."""
+        label = self.policy.label
+        return [
+            stamp(invalid_input(self.name, err, policy=label, verdict=Verdict.CONTINUE), config)
+            for err in invalid
+        ]
 
     def invoke(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         """The sync node body; bad input becomes an ``invalid_input`` decision."""
         try:
             ctx = self._context(config)
-            stored = load_memories(ctx.store, ctx.namespace) if ctx.namespace else []
+            invalid: list[InvalidInputError] = []
+            stored = (
+                load_memories(ctx.store, ctx.namespace, invalid=invalid) if ctx.namespace else []
+            )
             if self.extractor is not None:
                 facts = self.extractor(state, config)
             else:
@@ -142,6 +155,7 @@ class MemoryNode:
             writes, update = self._finish(state, config, ctx, stored=stored, facts=facts)
         except InvalidInputError as err:  # GraphBubbleUp is no InvalidInputError: it passes
             return self._rejected(err, config)
+        update[LOG_KEY] = [*self._skipped(invalid, config), *update[LOG_KEY]]
         if writes and ctx.namespace:
             save_memories(ctx.store, ctx.namespace, writes)
         return update
@@ -150,7 +164,12 @@ class MemoryNode:
         """The async node body (async store API, ``extractor.acall`` when it has one)."""
         try:
             ctx = self._context(config)
-            stored = await aload_memories(ctx.store, ctx.namespace) if ctx.namespace else []
+            invalid: list[InvalidInputError] = []
+            stored = (
+                await aload_memories(ctx.store, ctx.namespace, invalid=invalid)
+                if ctx.namespace
+                else []
+            )
             facts: Any
             if self.extractor is None:
                 facts = state_value(state, self.facts_key) or []
@@ -162,6 +181,7 @@ class MemoryNode:
             writes, update = self._finish(state, config, ctx, stored=stored, facts=facts)
         except InvalidInputError as err:
             return self._rejected(err, config)
+        update[LOG_KEY] = [*self._skipped(invalid, config), *update[LOG_KEY]]
         if writes and ctx.namespace:
             await asave_memories(ctx.store, ctx.namespace, writes)
         return update

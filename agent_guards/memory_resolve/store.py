@@ -81,9 +81,13 @@ def _check_namespace(namespace: Sequence[str]) -> tuple[str, ...]:
     return ns
 
 
-def _record(key: str, value: Any) -> MemoryRecord:
+def _record(key: str, value: Any, created_at: Any = None) -> MemoryRecord:
     if not isinstance(value, dict):
         raise InvalidInputError(f"stored value is not a dict: {value!r}", item=key, field="value")
+    if "data" in value and not {"key", "value"} & set(value):
+        # LangGraph's documented shape, {"data": ...}: a free-text memory, keyed by its id
+        # (it takes part in arbitration only through a key: store {"key":, "value":} for that)
+        return MemoryRecord(key, f"memory:{key}", value["data"], created_at=created_at)
     data = dict(value)
     data.setdefault("id", key)
     if data["id"] != key:
@@ -93,11 +97,32 @@ def _record(key: str, value: Any) -> MemoryRecord:
     return MemoryRecord.from_dict(data)
 
 
-def load_memories(store: BaseStore, namespace: Sequence[str]) -> list[MemoryRecord]:
+def _records(page: Iterable[Any], ns: tuple[str, ...], invalid: list[Any] | None) -> list[Any]:
+    out = []
+    for item in page:
+        if tuple(item.namespace) != ns:
+            continue
+        try:
+            out.append(_record(item.key, item.value, getattr(item, "created_at", None)))
+        except InvalidInputError as err:
+            if invalid is None:
+                raise
+            invalid.append(err)
+    return out
+
+
+def load_memories(
+    store: BaseStore, namespace: Sequence[str], *, invalid: list[InvalidInputError] | None = None
+) -> list[MemoryRecord]:
     """Every record in ``namespace`` (not its sub-namespaces), sorted by id.
 
+    Items in LangGraph's documented shape (``{"data": ...}``) are read as free-text memories
+    keyed by their id. With ``invalid`` (a list), a stored value that is no valid record is
+    skipped and its error appended there, so one bad item never hides the others.
+
     Raises:
-        InvalidInputError: A stored value is not a valid record (names the key and field).
+        InvalidInputError: A stored value is not a valid record (names the key and field),
+            unless ``invalid`` collects it.
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
@@ -115,13 +140,15 @@ def load_memories(store: BaseStore, namespace: Sequence[str]) -> list[MemoryReco
     offset = 0
     while True:
         page = store.search(ns, limit=PAGE_SIZE, offset=offset)
-        out.extend(_record(i.key, i.value) for i in page if tuple(i.namespace) == ns)
+        out.extend(_records(page, ns, invalid))
         if len(page) < PAGE_SIZE:
             return sorted(out, key=lambda r: r.id)
         offset += PAGE_SIZE
 
 
-async def aload_memories(store: BaseStore, namespace: Sequence[str]) -> list[MemoryRecord]:
+async def aload_memories(
+    store: BaseStore, namespace: Sequence[str], *, invalid: list[InvalidInputError] | None = None
+) -> list[MemoryRecord]:
     """Async :func:`load_memories` (falls back to the sync API for sync-only stores).
 
     Example:
@@ -141,8 +168,8 @@ async def aload_memories(store: BaseStore, namespace: Sequence[str]) -> list[Mem
         try:
             page = await store.asearch(ns, limit=PAGE_SIZE, offset=offset)
         except NotImplementedError:  # e.g. SqliteStore: sync only
-            return load_memories(store, ns)
-        out.extend(_record(i.key, i.value) for i in page if tuple(i.namespace) == ns)
+            return load_memories(store, ns, invalid=invalid)
+        out.extend(_records(page, ns, invalid))
         if len(page) < PAGE_SIZE:
             return sorted(out, key=lambda r: r.id)
         offset += PAGE_SIZE

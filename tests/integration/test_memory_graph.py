@@ -191,7 +191,11 @@ def test_principal_picks_namespace_and_scopes(store: BaseStore) -> None:
     )
 
 
-def test_bad_stored_record_is_reported_and_nothing_is_written(store: BaseStore) -> None:
+def test_a_bad_stored_record_is_left_out_with_its_reason_and_the_rest_is_used(
+    store: BaseStore,
+) -> None:
+    """One malformed item never disables memory_resolve: it is reported (item and field)
+    and left out; the turn's own instruction still overrides the stored preference."""
     save_memories(store, NS, [PDF])
     store.put(NS, "broken", {"key": "report_format", "value": "pdf", "confidence": 7})
     graph = build().compile(checkpointer=InMemorySaver(), store=store)
@@ -202,14 +206,16 @@ def test_bad_stored_record_is_reported_and_nothing_is_written(store: BaseStore) 
         },
         cfg("bad"),
     )
-    last = out["guard_log"][-1]
-    assert (last.reason, last.data["item"], last.data["field"]) == (
+    skipped, resolved = out["guard_log"][-2:]
+    assert (skipped.verdict, skipped.reason, skipped.data["item"], skipped.data["field"]) == (
+        Verdict.CONTINUE,
         "invalid_input",
         "broken",
         "confidence",
     )
-    assert "memory_verdict" not in out and out["memory_facts"] != []
-    assert store.get(NS, "m_pdf").value["status"] == "active"
+    assert resolved.reason == "current_turn_override"
+    assert [r.value for r in out["memory_verdict"].inject] == ["md"]
+    assert store.get(NS, "m_pdf").value["status"] == "superseded"
 
 
 async def test_sync_and_async_agree() -> None:
@@ -333,3 +339,29 @@ def test_docs_example_runs_and_prints_what_it_shows(
     ]
     exec(compile(code, "memory_resolve.md", "exec"), {"__name__": "__doc_example__"})
     assert capsys.readouterr().out.strip() == shown.strip()
+
+
+def test_memories_stored_the_langgraph_docs_way_are_read_and_a_bad_one_is_left_out(
+    store: BaseStore,
+) -> None:
+    """``store.put(ns, key, {"data": ...})`` as LangGraph's memory docs write them: read as
+    free-text memories; one malformed item is left out with its reason, the rest still used."""
+    ns = memory_namespace(ALICE)
+    save_memories(store, ns, [PDF])
+    store.put(ns, "m_pizza", {"data": "User likes pizza"})
+    store.put(ns, "m_bad", {"key": "tz"})  # no value: not a record
+    out = build().compile(store=store).invoke({"messages": [HumanMessage("hi")]}, cfg("t-docs"))
+    injected = {r.id: r.value for r in out["memory_verdict"].inject}
+    assert injected == {"m_pdf": "pdf", "m_pizza": "User likes pizza"}
+    skipped = [d for d in out["guard_log"] if d.reason == "invalid_input"]
+    assert [(d.verdict, d.dropped_ids) for d in skipped] == [(Verdict.CONTINUE, ("m_bad",))]
+    assert 'memory:m_pizza: "User likes pizza"' in format_memories(out["memory_verdict"])
+
+
+def test_a_rejected_turn_still_leaves_a_verdict_to_read() -> None:
+    """Bad facts abstain; ``state["memory_verdict"]`` is an empty verdict, never a KeyError."""
+    graph = build().compile(store=InMemoryStore())
+    state = {"messages": [HumanMessage("hi")], "memory_facts": ["not a fact"]}
+    out = graph.invoke(state, cfg("t-bad"))
+    assert out["memory_verdict"].decision.reason == "invalid_input"
+    assert format_memories(out["memory_verdict"]) == ""
