@@ -69,6 +69,7 @@ _SOURCES: dict[str, str] = {
     "MaxTokens": "budget",
     "Deadline": "budget",
     "guard_serializer": "serde",
+    "replay_config": "persistence",
     "LoopGuardMiddleware": "middleware",
     "RetryRouterMiddleware": "middleware",
 }
@@ -122,6 +123,7 @@ __all__ = [
     "fit_context",
     "gate_plan",
     "guard_serializer",
+    "replay_config",
     "resolve_evidence",
     "resolve_memory",
 ]
@@ -225,6 +227,9 @@ if TYPE_CHECKING:
     )
     from agent_guards.middleware import (
         RetryRouterMiddleware as RetryRouterMiddleware,
+    )
+    from agent_guards.persistence import (
+        replay_config as replay_config,
     )
     from agent_guards.planner_gate import (
         PlannerPolicy as PlannerPolicy,

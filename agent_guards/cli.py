@@ -22,6 +22,12 @@ from types import ModuleType
 __all__ = ["graphs_module", "main"]
 
 
+_GRAPH_HELP = (
+    "your graph, module:attr or path/to/file.py:attr as langgraph.json names it (a compiled "
+    "graph or a factory); default: the demo's graph for its threads"
+)
+
+
 def package_version() -> str:
     """The installed version of agent-guards."""
     try:
@@ -88,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--db", default=".agent_guards/demo.sqlite", help="SQLite path or postgresql:// URL"
     )
+    p.add_argument("--graph", help=_GRAPH_HELP)
     p.set_defaults(func=_cmd_delegate("demo", "history_main"))
 
     p = sub.add_parser("replay", help="re-run a thread from a checkpoint and diff the decisions")
@@ -96,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--db", default=".agent_guards/demo.sqlite", help="SQLite path or postgresql:// URL"
     )
+    p.add_argument("--graph", help=_GRAPH_HELP)
     p.set_defaults(func=_cmd_delegate("demo", "replay_main"))
 
     p = sub.add_parser("eval", help="eval slices, regression gate, drafts from threads, RAMDocs")

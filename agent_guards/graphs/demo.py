@@ -8,16 +8,21 @@ workers and to the LangGraph Agent Server without code changes.
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
+import os
+import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from agent_guards import GuardDecision, Verdict
-from agent_guards.persistence import open_persistence
+from agent_guards.persistence import open_persistence, replay_config
 from agent_guards.planner_gate import current_plan
 
 from .plan_execute import build_graph
-from .scenarios import SCENARIOS, ScenarioResult, run_baseline, run_scenario, scenario_config
+from .scenarios import SCENARIOS, ScenarioResult, run_baseline, run_scenario
 
 __all__ = ["demo_main", "history_main", "replay_main"]
 
@@ -104,12 +109,44 @@ def _scenario_of(thread: str) -> str:
         if thread == name or thread.startswith(f"{name}-"):
             return name
     raise SystemExit(
-        f"thread {thread!r} was not made by the demo; scenarios: {', '.join(SCENARIOS)}"
+        f"thread {thread!r} was not made by the demo (scenarios: {', '.join(SCENARIOS)}); "
+        "for a thread of your own graph pass --graph module:attr (as langgraph.json names it)"
     )
 
 
-def _graph_for(thread: str, checkpointer: Any, store: Any) -> Any:
-    scenario = SCENARIOS[_scenario_of(thread)]
+def load_graph(spec: str, checkpointer: Any, store: Any) -> Any:
+    """The graph ``spec`` names, ``module:attr`` or ``path/to/file.py:attr`` as in
+    langgraph.json (a factory is called with an empty config), on ``checkpointer`` and
+    ``store`` (the graph's own store wins when it has one)."""
+    where, sep, attr = spec.rpartition(":")
+    if not sep or not where or not attr:
+        raise SystemExit(f"--graph must be module:attr or path/to/file.py:attr, got {spec!r}")
+    try:
+        if where.endswith(".py"):
+            loader = importlib.util.spec_from_file_location(Path(where).stem, where)
+            if loader is None or loader.loader is None:
+                raise ImportError(f"cannot load {where}")
+            module = importlib.util.module_from_spec(loader)
+            loader.loader.exec_module(module)
+        else:
+            sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(where)
+        found = getattr(module, attr)
+    except (ImportError, AttributeError, OSError) as err:
+        raise SystemExit(f"--graph {spec}: {err}") from None
+    graph = found if hasattr(found, "get_state_history") else found({"configurable": {}})
+    if not hasattr(graph, "get_state_history"):
+        raise SystemExit(f"--graph {spec} is not a compiled graph nor a factory of one")
+    copied = graph.copy(update={"checkpointer": checkpointer, "store": graph.store or store})
+    # Pregel.copy() drops the strict-msgpack allowlist compile() derived from the state schema
+    copied._serde_allowlist = graph._serde_allowlist
+    return copied
+
+
+def _graph_for(args: argparse.Namespace, checkpointer: Any, store: Any) -> Any:
+    if getattr(args, "graph", None):
+        return load_graph(args.graph, checkpointer, store)
+    scenario = SCENARIOS[_scenario_of(args.thread)]
     return build_graph(
         scenario.script().model(),
         scenario.tools(),
@@ -122,7 +159,7 @@ def _graph_for(thread: str, checkpointer: Any, store: Any) -> Any:
 def history_main(args: argparse.Namespace) -> int:
     """``agent-guards history THREAD``: every checkpoint with plan version, usage, decision."""
     with open_persistence(args.db) as (checkpointer, store):
-        graph = _graph_for(args.thread, checkpointer, store)
+        graph = _graph_for(args, checkpointer, store)
         config = {"configurable": {"thread_id": args.thread}}
         rows = list(graph.get_state_history(config))
         if not rows:
@@ -173,16 +210,15 @@ def _original_end(graph: Any, thread: str, checkpoint: str) -> dict[str, Any]:
 def replay_main(args: argparse.Namespace) -> int:
     """``agent-guards replay THREAD --checkpoint ID``: re-run from a checkpoint on a fork, diff."""
     with open_persistence(args.db) as (checkpointer, store):
-        graph = _graph_for(args.thread, checkpointer, store)
+        graph = _graph_for(args, checkpointer, store)
         past = {"configurable": {"thread_id": args.thread, "checkpoint_id": args.checkpoint}}
         snapshot = graph.get_state(past)
         if not snapshot.values and not snapshot.next:
             raise SystemExit(f"no checkpoint {args.checkpoint!r} in thread {args.thread!r}")
         original = _original_end(graph, args.thread, args.checkpoint).get("guard_log") or []
         before = len(snapshot.values.get("guard_log") or [])
-        scenario = SCENARIOS[_scenario_of(args.thread)]
-        config = scenario_config(scenario, args.thread, checkpoint_id=args.checkpoint)
-        replayed = graph.invoke(None, config).get("guard_log") or []
+        # the run's own configurable (clock, principal...), read back from the checkpoint
+        replayed = graph.invoke(None, replay_config(snapshot)).get("guard_log") or []
         new, old = replayed[before:], original[before:]
         same = new == old
         print(

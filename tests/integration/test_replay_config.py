@@ -1,0 +1,160 @@
+"""Time travel that keeps the run's config: ``replay_config`` on a user's own graph.
+
+A replay with ``snapshot.config`` alone runs without the run's ``configurable``: no pinned
+clock (a memory valid on the run's day is expired today), no principal (the user's own
+memory is out of scope). With ``replay_config(snapshot, run_config)`` every replay from
+every checkpoint makes the run's decisions again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.store.memory import InMemoryStore
+
+from agent_guards import replay_config
+from agent_guards.memory_resolve import (
+    MemoryRecord,
+    MemoryState,
+    create_memory_resolve,
+    format_memories,
+    memory_namespace,
+    save_memories,
+)
+from agent_guards.testing import ScriptedChatModel
+
+ALICE = "user:alice"
+RUN = {"configurable": {"thread_id": "t1", "agent_guards_now": "2026-04-01T00:00:00+00:00",
+                        "principal": ALICE}}  # fmt: skip
+
+
+class State(MessagesState, MemoryState):
+    pass
+
+
+def user_graph() -> Any:
+    model = ScriptedChatModel(script=["ok"], repeat_last=True)
+
+    def respond(state: State) -> dict[str, Any]:
+        memories = format_memories(state["memory_verdict"])
+        return {"messages": [model.invoke([SystemMessage(memories), *state["messages"]])]}
+
+    store = InMemoryStore()
+    pdf = MemoryRecord("m_pdf", "report_format", "pdf", scope=ALICE, created_at="2026-01-01",
+                       valid_until="2026-06-01")  # fmt: skip
+    save_memories(store, memory_namespace(ALICE), [pdf])
+    builder = StateGraph(State)
+    builder.add_node("memory_resolve", create_memory_resolve())
+    builder.add_node("respond", respond)
+    builder.add_edge(START, "memory_resolve")
+    builder.add_edge("memory_resolve", "respond")
+    builder.add_edge("respond", END)
+    return builder.compile(checkpointer=InMemorySaver(), store=store)
+
+
+def decisions(state: dict[str, Any]) -> list[tuple[str, str, str, tuple[str, ...]]]:
+    return [(d.guard, d.verdict.value, d.reason, d.selected_ids) for d in state["guard_log"]]
+
+
+def test_every_replay_with_the_run_config_makes_the_same_decisions() -> None:
+    graph = user_graph()
+    original = graph.invoke({"messages": [HumanMessage("send me the report")]}, RUN)
+    assert decisions(original)[0][3] == ("m_pdf",)  # alice's memory, valid on the run's day
+    points = [s for s in graph.get_state_history(RUN) if s.next]
+    assert len(points) == 3
+    for snapshot in points:
+        replayed = graph.invoke(None, replay_config(snapshot, RUN))
+        assert decisions(replayed) == decisions(original)
+    bare = graph.invoke(None, points[-1].config)  # the ids only: today's clock, no principal
+    assert decisions(bare) != decisions(original)
+
+
+def test_a_fork_keeps_the_run_config() -> None:
+    graph = user_graph()
+    original = graph.invoke({"messages": [HumanMessage("send me the report")]}, RUN)
+    before = next(s for s in graph.get_state_history(RUN) if s.next == ("memory_resolve",))
+    fork = graph.update_state(before.config, {"messages": [HumanMessage("and a summary")]})
+    forked = graph.invoke(None, replay_config(fork, RUN))
+    assert decisions(forked)[-1][3] == decisions(original)[-1][3] == ("m_pdf",)
+
+
+@pytest.mark.parametrize(
+    ("point", "message"),
+    [
+        ({"configurable": {"thread_id": "t1"}}, "replay_config needs a checkpoint"),
+        ({"configurable": {"thread_id": "t2", "checkpoint_id": "x"}}, "on thread 't2'"),
+    ],
+)
+def test_a_wrong_point_is_refused_with_the_fix(point: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        replay_config(point, RUN)
+
+
+def test_without_the_run_config_it_is_read_back_from_the_checkpoint() -> None:
+    """LangGraph copies the run's configurable into each checkpoint's metadata: a replay
+    from any snapshot alone gets the same clock and principal back."""
+    graph = user_graph()
+    original = graph.invoke({"messages": [HumanMessage("send me the report")]}, RUN)
+    for snapshot in [s for s in graph.get_state_history(RUN) if s.next]:
+        config = replay_config(snapshot)
+        assert config["configurable"]["principal"] == ALICE
+        assert decisions(graph.invoke(None, config)) == decisions(original)
+    with pytest.raises(ValueError, match="needs a StateSnapshot"):
+        replay_config({"configurable": {"thread_id": "t1", "checkpoint_id": "x"}})
+
+
+USER_MODULE = '''
+from langchain_core.messages import SystemMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+from agent_guards.memory_resolve import MemoryState, create_memory_resolve, format_memories
+from agent_guards.testing import ScriptedChatModel
+
+
+class State(MessagesState, MemoryState):
+    pass
+
+
+def respond(state):
+    model = ScriptedChatModel(script=["ok"], repeat_last=True)
+    memories = format_memories(state["memory_verdict"])
+    return {"messages": [model.invoke([SystemMessage(memories), *state["messages"]])]}
+
+
+builder = StateGraph(State)
+builder.add_node("memory_resolve", create_memory_resolve())
+builder.add_node("respond", respond)
+builder.add_edge(START, "memory_resolve")
+builder.add_edge("memory_resolve", "respond")
+builder.add_edge("respond", END)
+graph = builder.compile()  # checkpointer-free, as langgraph.json wants it
+'''
+
+
+def test_history_and_replay_work_on_any_thread_of_any_graph(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``agent-guards history|replay --graph path.py:attr`` on a user's own graph and thread."""
+    from agent_guards.cli import main
+    from agent_guards.graphs.demo import load_graph
+    from agent_guards.persistence import open_persistence
+
+    (tmp_path / "mygraph.py").write_text(USER_MODULE)
+    spec, db = f"{tmp_path / 'mygraph.py'}:graph", str(tmp_path / "runs.sqlite")
+    with open_persistence(db) as (saver, store):
+        pdf = MemoryRecord("m_pdf", "report_format", "pdf", scope=ALICE, valid_until="2026-06-01")
+        save_memories(store, memory_namespace(ALICE), [pdf])
+        graph = load_graph(spec, saver, store)
+        graph.invoke({"messages": [HumanMessage("send me the report")]}, RUN)
+        past = next(s for s in graph.get_state_history(RUN) if s.next == ("memory_resolve",))
+    checkpoint = past.config["configurable"]["checkpoint_id"]
+    assert main(["history", "t1", "--db", db, "--graph", spec]) == 0
+    assert checkpoint in capsys.readouterr().out
+    assert main(["replay", "t1", "--db", db, "--graph", spec, "--checkpoint", checkpoint]) == 0
+    assert "identical to the original run" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="pass --graph module:attr"):
+        main(["history", "t1", "--db", db])
