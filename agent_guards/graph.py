@@ -11,11 +11,12 @@ An adapter does three things around a pure core, and they are the same for every
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.errors import GraphBubbleUp
+from langgraph.graph import END
 from langgraph.store.base import BaseStore
 
 from agent_guards.core.clock import now_from_config, step_from_config
@@ -139,3 +140,35 @@ def runnable(
         return func(state, config)
 
     return RunnableLambda(func, afunc=afunc or _afunc, name=name)
+
+
+def require_channels(builder: Any, helper: str, mixin: str, channels: Sequence[str]) -> None:
+    """Fail at build time when the graph's state lacks channels a guard reads or writes.
+
+    LangGraph drops a node's writes to channels the state does not have, silently: the
+    guard's decisions (or plans) would vanish. The message names the mixin to add.
+    """
+    have = set(getattr(builder, "channels", {}) or {})
+    missing = [c for c in channels if c not in have]
+    if missing:
+        raise ValueError(
+            f"{helper}: the graph's state has no {', '.join(map(repr, missing))} channel; add "
+            f"the {mixin} mixin to your state schema (class State(MessagesState, {mixin}))"
+        )
+
+
+def require_nodes(
+    builder: Any, helper: str, destinations: Mapping[str, str], option: str = "destinations"
+) -> None:
+    """Fail at build time when a default route leads to a node the graph does not have.
+
+    Name the route's node (an existing one, or END) in ``option``, or add the node first.
+    """
+    nodes = set(getattr(builder, "nodes", {}) or {}) | {END}
+    unknown = {route: node for route, node in destinations.items() if node not in nodes}
+    if unknown:
+        raise ValueError(
+            f"{helper}: by default {', '.join(f'{r} -> {n!r}' for r, n in unknown.items())}, "
+            f"which is not a node of the graph; pass {option}={{...}} naming an existing node "
+            f"or END for {sorted(unknown)}, or add the node first"
+        )

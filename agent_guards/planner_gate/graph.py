@@ -21,7 +21,15 @@ from langgraph.types import Command, Overwrite, interrupt
 from agent_guards.core.decision import GuardDecision, PlannerRoute, Verdict
 from agent_guards.core.errors import InvalidInputError, check_choice
 from agent_guards.core.state import GuardState
-from agent_guards.graph import guarded, invalid_input, runnable, stamp, state_value
+from agent_guards.graph import (
+    guarded,
+    invalid_input,
+    require_channels,
+    require_nodes,
+    runnable,
+    stamp,
+    state_value,
+)
 from agent_guards.planner_gate.approval import (
     Approval,
     _after_approval,
@@ -309,6 +317,11 @@ def add_planner_gate(
     """
     node = create_planner_gate(name=name, **options)
     dest = _check_destinations(options.get("destinations"))
+    require_channels(builder, "add_planner_gate", "PlanState", ("plans", "guard_log"))
+    given = options.get("destinations") or {}
+    # a route you did not name goes to its default node: that node must exist (LangGraph
+    # would only say "unknown node" when compiling); the ones you named may come later
+    require_nodes(builder, "add_planner_gate", {r: n for r, n in dest.items() if r not in given})
     labels: dict[str, list[str]] = {}
     for route, target in dest.items():
         labels.setdefault(target, []).append(route)

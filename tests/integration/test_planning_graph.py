@@ -441,3 +441,26 @@ def test_a_goal_missing_a_required_constraint_is_clarified_before_any_step() -> 
     assert summary(out["guard_log"]) == [("clarify", "missing_constraints", ())]
     assert out["guard_log"][0].data["missing"] == ["period"]
     assert out["answer"] == "clarify" and out["plans"][0].status is PlanStatus.REJECTED
+
+
+# -- wiring mistakes fail when the graph is built -----------------------------------------------
+
+
+def test_add_planner_gate_on_a_state_without_plans_names_the_mixin() -> None:
+    builder = StateGraph(MessagesState)
+    builder.add_node("run", lambda s: {})
+    with pytest.raises(ValueError, match=r"no 'plans', 'guard_log' channel; add the PlanState"):
+        add_planner_gate(builder, destinations={"execute": "run", "clarify": END, "escalate": END})
+
+
+def test_add_planner_gate_with_a_default_route_to_a_missing_node_names_the_option() -> None:
+    builder = StateGraph(State)
+    builder.add_node("executor", lambda s: {})
+    with pytest.raises(ValueError, match=r"by default .*escalate -> 'escalate'.*destinations="):
+        add_planner_gate(builder, destinations={"execute": "executor"})
+    # routes you name may lead to nodes you add later
+    add_planner_gate(builder, destinations={"execute": "executor", "clarify": "ask",
+                                            "escalate": "ask", "stop": END})  # fmt: skip
+    builder.add_node("ask", lambda s: {})
+    builder.add_edge(START, "planner_gate")
+    assert "planner_gate" in builder.compile().get_graph().nodes
