@@ -36,8 +36,11 @@ COLUMNS = (
     ("stale answers", "stale"),
     ("refused writes", "refused"),
     ("nudges", "nudges"),
+    ("nudges on successful runs", "success_nudges"),
     ("false stops (successful runs)", "false_stops"),
     ("stops on failed runs", "failed_run_stops"),
+    ("loops stopped (failed runs)", "loops_stopped"),
+    ("mean steps before the end", "mean_steps_before_end"),
 )
 SHORT = {"effects declared": "declared", "no effects": "undeclared",
          "effects declared, headless": "headless"}  # fmt: skip
@@ -62,6 +65,12 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             ("executions saved", tally.saved, f"{tally.reused} reused; {runs}"),
             ("false stops on successful runs", tally.false_stops, "target 0"),
             ("stops on failed runs", tally.failed_run_stops, f"{tally.refused} refused writes"),
+            ("nudges on successful runs", tally.success_nudges, "target 0"),
+            (
+                "loops stopped",
+                tally.loops_stopped,
+                f"failed runs; mean {tally.mean_steps_before_end} recorded steps before the end",
+            ),
         ):
             label = f"tau-bench, {SHORT.get(tally.config, tally.config)}: {name}"
             rows.append({"name": label, "value": value, "unit": "count", "note": note})

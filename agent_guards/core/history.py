@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -50,6 +51,7 @@ from agent_guards.core.signatures import (
 __all__ = [
     "Action",
     "ScanOptions",
+    "failure_shape",
     "latest_batch",
     "recorded_effect",
     "scan_actions",
@@ -98,7 +100,9 @@ def _result_digest(text: str, normalizers: tuple[Normalizer, ...]) -> tuple[str,
 class Action:
     """One thing the assistant did: a tool call (with its answer, if any) or a text reply."""
 
-    kind: Literal["tool", "text"]
+    kind: Literal["tool", "text", "condense", "worker_stop"]
+    """``condense`` (a context summary) and ``worker_stop`` (a sub-agent's loop stop) are
+    markers, read only with ``ScanOptions(markers=True)``."""
     tool: str
     call_id: str
     signature: str
@@ -115,6 +119,10 @@ class Action:
     attempts: int = 1
     effect: Effect = Effect.READ
     """What the call may do to the world (a text reply changes nothing)."""
+    turns_ago: int = 0
+    """User messages between this action and the end of the history (0: the current turn)."""
+    failure: str | None = None
+    """The failure's shape (kind and message, values masked) when the call failed."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,12 @@ class ScanOptions:
     """Effect classes the policy declares (they win over what the history records)."""
     declared: Mapping[str, Effect] = field(default_factory=dict)
     """Effects declared by the tools themselves, by name (e.g. from their annotations)."""
+    across_turns: bool = False
+    """Read past user messages (numbering the turns) instead of stopping at the latest."""
+    markers: bool = False
+    """Also return context summaries and sub-agent stops as marker actions."""
+    failure_prefixes: tuple[str, ...] = ()
+    """Text results starting with one of these (case-insensitive) are failures too."""
 
 
 def with_declared(opts: ScanOptions, effects: Mapping[str, Effect | str] | None) -> ScanOptions:
@@ -177,7 +191,13 @@ def _attempts(message: ToolMessage) -> int:
 
 
 def _tool_action(
-    call: Mapping[str, Any], answer: ToolMessage | None, position: int, j: int, opts: ScanOptions
+    call: Mapping[str, Any],
+    answer: ToolMessage | None,
+    position: int,
+    j: int,
+    opts: ScanOptions,
+    *,
+    turns_ago: int = 0,
 ) -> Action:
     name = call.get("name")
     call_id = call.get("id") or f"messages[{position}].tool_calls[{j}]"
@@ -202,7 +222,41 @@ def _tool_action(
         position,
         attempts=_attempts(answer) if answer is not None else 1,
         effect=opts.effects.of(name, recorded_effect(answer) or opts.declared.get(name)),
+        turns_ago=turns_ago,
+        failure=None if answer is None else _failure(answer, opts),
     )
+
+
+_MASK = re.compile(r"\b\w*\d\w*\b")
+_FAILURE_KEY = "agent_guards_failure"  # retry_router's failure artifact
+
+
+def failure_shape(text: str) -> str:
+    """A failure message's shape: normalized, lowercased, every value with a digit masked.
+
+    Two failures with the same shape are the same failure, whatever ids they name.
+
+    Example:
+        >>> failure_shape("Error: flight HAT030 not available on date 2024-05-13")
+        'error: flight <v> not available on date <v>-<v>-<v>'
+    """
+    return _MASK.sub("<v>", normalize_result(text).casefold())[:240]
+
+
+def _failure(answer: ToolMessage, opts: ScanOptions) -> str | None:
+    """``kind|shape`` of a failed call: a failure artifact, ``status="error"``, or a text
+    result starting with one of ``opts.failure_prefixes``; None when the call succeeded."""
+    artifact = answer.artifact
+    body = artifact.get(_FAILURE_KEY) if isinstance(artifact, Mapping) else None
+    if isinstance(body, Mapping):
+        return f"{body.get('kind', 'unknown')}|{failure_shape(str(body.get('message', '')))}"
+    text = content_text(answer.content)
+    if answer.status == "error":
+        return "error|" + failure_shape(text)
+    head = text.lstrip()[:64].casefold()
+    if any(head.startswith(prefix.casefold()) for prefix in opts.failure_prefixes):
+        return "text|" + failure_shape(text)
+    return None
 
 
 def recorded_effect(answer: ToolMessage | None) -> str | None:
@@ -252,11 +306,77 @@ def _calls(message: AIMessage) -> list[Mapping[str, Any]]:
     return calls
 
 
+def _plain(
+    kind: Any, label: str, signature: str, position: int, *, turns: int, text: str
+) -> Action:
+    """A text reply or a marker: no tool, nothing written."""
+    return Action(
+        kind,
+        "",
+        label,
+        signature,
+        (),
+        "ok",
+        None,
+        None,
+        len(text),
+        False,
+        None,
+        position,
+        text=text,
+        turns_ago=turns,
+    )
+
+
+def _is_summary(message: BaseMessage) -> bool:
+    """A context summary (written by context_guard): background, never a user's turn."""
+    mark = message.additional_kwargs.get("agent_guards") if message.additional_kwargs else None
+    return isinstance(mark, Mapping) and mark.get("role") == "summary"
+
+
+def _marker(message: BaseMessage, position: int, turns: int) -> Action | None:
+    label = message.id or f"messages[{position}]"
+    if _is_summary(message):
+        return _plain("condense", label, "condense", position, turns=turns, text="")
+    meta = message.response_metadata.get("agent_guards") if message.response_metadata else None
+    if (
+        isinstance(message, AIMessage)
+        and isinstance(meta, Mapping)
+        and meta.get("guard") == "loop_check"
+        and meta.get("verdict") in ("stop", "escalate")
+    ):
+        text = content_text(message.content)
+        sig = f"worker_stop:{meta.get('reason')}"
+        return _plain("worker_stop", label, sig, position, turns=turns, text=text)
+    return None
+
+
+def _ai_actions(
+    message: AIMessage, answers: list[ToolMessage], position: int, opts: ScanOptions, turns: int
+) -> list[Action]:
+    """The actions of one assistant message, last first (the scan runs backwards)."""
+    calls = _calls(message)
+    if calls:
+        paired = _pair(calls, answers[::-1])
+        return [
+            _tool_action(calls[j], paired[j], position, j, opts, turns_ago=turns)
+            for j in range(len(calls) - 1, -1, -1)
+        ]
+    text = " ".join(content_text(message.content).split())
+    if not text:
+        return []
+    label = message.id or f"messages[{position}]"
+    sig = "say:" + _digest(text.casefold())
+    return [_plain("text", label, sig, position, turns=turns, text=text)]
+
+
 def scan_actions(messages: Sequence[Any], opts: ScanOptions) -> list[Action]:
     """The most recent actions, oldest first, at most about ``opts.window`` of them.
 
-    Scans backwards and stops at the window, at a user's message in interactive mode, or
-    after ``4 * window + 20`` messages, so the cost is bounded whatever the history length.
+    Scans backwards and stops at the window, at a user's message in interactive mode
+    (unless ``opts.across_turns``, which numbers the turns instead), or after
+    ``4 * window + 20`` messages, so the cost is bounded whatever the history length.
+    A context summary is never a user's turn.
     """
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         raise InvalidInputError(
@@ -264,46 +384,26 @@ def scan_actions(messages: Sequence[Any], opts: ScanOptions) -> list[Action]:
         )
     actions: list[Action] = []
     answers: list[ToolMessage] = []
-    budget = 4 * opts.window + 20
+    turns, budget = 0, 4 * opts.window + 20
     for position in range(len(messages) - 1, max(-1, len(messages) - 1 - budget), -1):
         message = _as_message(messages[position], position)
         if isinstance(message, ToolMessage):
             answers.append(message)
             continue
-        if is_guard_message(message, opts.guard_names):
+        marker = _marker(message, position, turns) if opts.markers else None
+        if marker is not None:
+            actions.append(marker)
+        elif is_guard_message(message, opts.guard_names) or _is_summary(message):
             continue
-        if isinstance(message, AIMessage):
-            calls = _calls(message)
-            if calls:
-                paired = _pair(calls, answers[::-1])
-                for j in range(len(calls) - 1, -1, -1):
-                    actions.append(_tool_action(calls[j], paired[j], position, j, opts))
-            else:
-                text = " ".join(content_text(message.content).split())
-                if text:
-                    label = message.id or f"messages[{position}]"
-                    actions.append(
-                        Action(
-                            "text",
-                            "",
-                            label,
-                            "say:" + _digest(text.casefold()),
-                            (),
-                            "ok",
-                            None,
-                            None,
-                            len(text),
-                            False,
-                            None,
-                            position,
-                            text=text,
-                        )
-                    )
+        elif isinstance(message, AIMessage):
+            actions.extend(_ai_actions(message, answers, position, opts, turns))
             answers = []
             if len(actions) >= opts.window:
                 break
-        elif isinstance(message, HumanMessage) and opts.interactive:
-            break
+        elif isinstance(message, HumanMessage):
+            if opts.interactive and not opts.across_turns:
+                break
+            turns += 1
     actions.reverse()
     return actions
 

@@ -7,7 +7,7 @@ replay from any checkpoint makes the same decision.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,8 @@ from rapidfuzz import fuzz
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
 from agent_guards.core.history import Action, latest_batch, scan_actions, with_declared
+from agent_guards.core.signatures import content_text
+from agent_guards.loop_check.content import repeated_chunk
 from agent_guards.loop_check.policy import PATTERNS, LoopPolicy
 
 __all__ = [
@@ -40,6 +42,20 @@ class Finding:
     """False while a cycle's next round is under way (the count has not moved yet)."""
 
 
+@dataclass(frozen=True)
+class View:
+    """The history as the detectors read it."""
+
+    turn: Sequence[Action]
+    """Tool calls and replies that a new user message resets (the current turn in
+    interactive mode, the whole window in headless mode)."""
+    all: Sequence[Action]
+    """Tool calls and replies across user turns (each knows its ``turns_ago``)."""
+    raw: Sequence[Action]
+    """``all`` with the markers: context summaries and sub-agent stops."""
+    messages: Sequence[Any]
+
+
 def _new_write(a: Action, writes: set[str]) -> bool:
     """A call that may have changed the world in a way not seen before in this window.
 
@@ -53,16 +69,35 @@ def _new_write(a: Action, writes: set[str]) -> bool:
     return True
 
 
-def _streak(actions: Sequence[Action], signature: str) -> tuple[int, list[str], bool]:
+def _changed(a: Action, seen: set[str], writes: set[str], *, reads: bool = True) -> bool:
+    """Did ``a`` change the picture? A new write (:func:`_new_write`), or (with ``reads``)
+    a successful call whose result was not seen before in the window: new information, so
+    a repeat after it may be informed by it. A failure or an answer seen before changes
+    nothing."""
+    key = a.result_key if a.kind == "tool" and a.status == "ok" and not a.reused else None
+    new = key is not None and key not in seen
+    if key is not None:
+        seen.add(key)
+    return _new_write(a, writes) or (reads and new)
+
+
+def _streak(
+    actions: Sequence[Action], signature: str, *, reads: bool = True
+) -> tuple[int, list[str], bool]:
+    """Occurrences of ``signature`` since the picture last changed (``reads=False``: only
+    a new write changes it, for a call that may write itself)."""
     count, last, failed = 0, None, True
     ids: list[str] = []
     writes: set[str] = set()
+    seen: set[str] = set()
     for a in actions:
         if a.signature != signature:
-            if _new_write(a, writes):  # what this call sees may have changed: a fresh start
+            if _changed(a, seen, writes, reads=reads):  # what it sees may differ: restart
                 count, ids, last, failed = 0, [], None, True
             continue
         key = None if a.status == "pending" or a.reused else a.result_key
+        if key is not None:
+            seen.add(key)
         if key is not None and last is not None and key != last:
             count, ids, failed = 0, [], True
         count += 1
@@ -73,12 +108,13 @@ def _streak(actions: Sequence[Action], signature: str) -> tuple[int, list[str], 
     return count, ids, failed and last == "error"
 
 
-def _repeated_call(actions: Sequence[Action], policy: LoopPolicy) -> Finding | None:
+def _repeated_call(view: View, policy: LoopPolicy) -> Finding | None:
+    actions = view.turn
     best: Finding | None = None
     for a in latest_batch(actions):
         if a.tool in policy.exempt_tools:
             continue
-        count, ids, failing = _streak(actions, a.signature)
+        count, ids, failing = _streak(actions, a.signature, reads=not a.effect.changes_world)
         if best is None or count > best.count:
             what = "failed" if failing else "was called"
             best = Finding(
@@ -99,8 +135,8 @@ def _same(a: Action, b: Action) -> bool:
     return a.result_key is None or b.result_key is None or a.result_key == b.result_key
 
 
-def _cycle(actions: Sequence[Action], policy: LoopPolicy) -> Finding | None:
-    seq = [a for a in actions if a.tool not in policy.exempt_tools]
+def _cycle(view: View, policy: LoopPolicy) -> Finding | None:
+    seq = [a for a in view.turn if a.tool not in policy.exempt_tools]
     n, best = len(seq), None
     for period in range(2, policy.max_cycle + 1):
         if n < 2 * period:
@@ -121,7 +157,8 @@ def _cycle(actions: Sequence[Action], policy: LoopPolicy) -> Finding | None:
     return best
 
 
-def _no_progress(actions: Sequence[Action], policy: LoopPolicy) -> Finding | None:
+def _no_progress(view: View, policy: LoopPolicy) -> Finding | None:
+    actions = view.turn
     if not actions or actions[-1].kind != "tool":
         return None
     seen_sigs: set[str] = set()
@@ -157,32 +194,207 @@ def _no_progress(actions: Sequence[Action], policy: LoopPolicy) -> Finding | Non
     )
 
 
-def _repeated_message(actions: Sequence[Action], policy: LoopPolicy) -> Finding | None:
+def _reply_streak(view: View, policy: LoopPolicy, *, across: bool) -> list[Action]:
+    """The latest reply and the similar replies right before it. A tool call in between
+    breaks the streak (the assistant did something); a user message does too, unless
+    ``across`` and the reply asks the user something."""
+    actions = view.all
     if not actions or actions[-1].kind != "text":
-        return None
+        return []
     last = actions[-1].text.casefold()
+    across = across and "?" in last
     cutoff = policy.text_similarity * 100
-    ids = [
-        a.call_id
-        for a in actions
-        if a.kind == "text"
-        and (a.text.casefold() == last or fuzz.ratio(a.text.casefold(), last, score_cutoff=cutoff))
-    ]
+    streak: list[Action] = []
+    for a in reversed(actions):
+        if a.kind != "text" or (a.turns_ago != actions[-1].turns_ago and not across):
+            break
+        text = a.text.casefold()
+        if text == last or fuzz.ratio(text, last, score_cutoff=cutoff):
+            streak.append(a)
+    return streak[::-1]
+
+
+def _repeated_message(view: View, policy: LoopPolicy) -> Finding | None:
+    """The assistant saying the same thing again within one turn."""
+    streak = _reply_streak(view, policy, across=False)
+    if not streak:
+        return None
+    n = len(streak)
+    detail = f"the assistant said the same thing {n} times without a tool call"
+    ids = tuple(a.call_id for a in streak)
+    return Finding("repeated_message", "repeated_message", n, ids, detail)
+
+
+def _conversation_loop(view: View, policy: LoopPolicy) -> Finding | None:
+    """The assistant asking the user the same thing turn after turn, no tool call between
+    (repeating an answer to a user who insists, a refusal held, is no loop)."""
+    streak = _reply_streak(view, policy, across=True)
+    turns = len({a.turns_ago for a in streak})
+    if turns < 2:
+        return None
+    n = len(streak)
+    detail = f"the assistant asked the same thing {n} times over {turns} user turns"
+    ids = tuple(a.call_id for a in streak)
+    return Finding("conversation_loop", "conversation_loop", n, ids, f"{detail}, no tool call")
+
+
+def _near(a: Action, b: Action, similarity: float) -> bool:
+    """Identical, or near-identical arguments of the same tool in the same scope."""
+    if a.signature == b.signature:
+        return True
+    if a.tool != b.tool or a.scope != b.scope or similarity >= 1:
+        return False
+    return bool(fuzz.ratio(a.signature, b.signature, score_cutoff=similarity * 100))
+
+
+def _same_failures(actions: Sequence[Action], last: Action, policy: LoopPolicy) -> list[Action]:
+    """Failures like ``last`` (tool, failure shape, near-identical arguments) since the
+    tool last worked or something new came in; user messages do not reset."""
+    run: list[Action] = []
+    writes: set[str] = set()
+    seen: set[str] = set()
+    for a in actions:
+        if a.kind != "tool":
+            continue
+        if a.failure is not None:
+            if a.failure == last.failure and _near(a, last, policy.failure_similarity):
+                run.append(a)
+            continue
+        if a.status != "ok":
+            continue
+        if _changed(a, seen, writes) or a.tool == last.tool:
+            run = []
+    return run
+
+
+def _failure_loop(view: View, policy: LoopPolicy) -> Finding | None:
+    best: Finding | None = None
+    for a in latest_batch(view.all):
+        if a.failure is None or a.tool in policy.exempt_tools:
+            continue
+        run = _same_failures(view.all, a, policy)
+        if best is None or len(run) > best.count:
+            turns = len({r.turns_ago for r in run})
+            shape = a.failure.split("|", 1)[-1][:80]
+            best = Finding(
+                "failure_loop",
+                "failure_loop",
+                len(run),
+                tuple(r.call_id for r in run),
+                f"{a.tool} failed {len(run)} times the same way ({shape}) over {turns} "
+                "user turn(s)",
+                a.tool,
+                a.signature,
+            )
+    return best
+
+
+def _text_at(messages: Sequence[Any], position: int) -> str:
+    message = messages[position]
+    content = message.get("content") if isinstance(message, Mapping) else message.content
+    return content_text(content)
+
+
+def _content_loop(view: View, policy: LoopPolicy) -> Finding | None:
+    """The latest reply repeats itself inside (a content loop); the count is how many
+    replies in a row did so."""
+    positions = list(dict.fromkeys(a.ai_position for a in reversed(view.all)))
+    ids: list[str] = []
+    repeats = 0
+    for position in positions:
+        found = repeated_chunk(
+            _text_at(view.messages, position),
+            chunk=policy.content_chunk,
+            repeats=policy.content_repeats,
+        )
+        if not found:
+            break
+        repeats = repeats or found
+        ids.append(f"messages[{position}]")
+    if not ids:
+        return None
+    detail = f"one reply repeated the same text {repeats} times"
+    if len(ids) > 1:
+        detail += f" ({len(ids)} replies in a row repeated themselves)"
+    return Finding("content_loop", "content_loop", len(ids), tuple(reversed(ids)), detail)
+
+
+def _condensation(view: View, policy: LoopPolicy) -> Finding | None:
+    """Context summaries in a row with no action in between (OpenHands' context window
+    error loop). In interactive mode only those after the latest user message count."""
+    ids: list[str] = []
+    for a in reversed(view.raw):
+        if a.kind != "condense" or (policy.mode == "interactive" and a.turns_ago):
+            break
+        ids.append(a.call_id)
+    if not ids:
+        return None
+    n = len(ids)
+    detail = f"the context was condensed {n} times in a row with nothing done in between"
+    return Finding("condensation", "condensation", n, tuple(reversed(ids)), detail)
+
+
+STOP_LEAD = "loop_check stopped the run"
+"""How a run stopped by loop_check ends its final answer (a worker's, read by its parent)."""
+
+
+def _worker_stop(view: View) -> Action | None:
+    last = view.raw[-1] if view.raw else None
+    if last is None or last.turns_ago:
+        return None
+    if last.kind == "worker_stop":
+        return last
+    for a in latest_batch(view.all):
+        if a.message is not None and content_text(a.message.content).lstrip().startswith(STOP_LEAD):
+            return a
+    return None
+
+
+def _subagent(view: View, policy: LoopPolicy) -> Finding | None:
+    """A sub-agent whose own loop_check stopped it, seen in this run's messages (its final
+    message, or a tool result that is that message's text): the parent is stuck too."""
+    stopped = _worker_stop(view)
+    if stopped is None:
+        return None
+    _, stop_at = policy.limits("subagent")
+    what = stopped.tool or "a sub-agent"
     return Finding(
-        "repeated_message",
-        "repeated_message",
-        len(ids),
-        tuple(ids),
-        f"the assistant said the same thing {len(ids)} times without a tool call",
+        "subagent",
+        "subagent_stuck",
+        stop_at,
+        (stopped.call_id,),
+        f"{what} stopped in a loop of its own",
+        stopped.tool,
+        stopped.signature,
     )
 
 
-_DETECTORS = {
+_DETECTORS: dict[str, Callable[[View, LoopPolicy], Finding | None]] = {
+    "subagent": _subagent,
+    "content_loop": _content_loop,
     "repeated_call": _repeated_call,
     "cycle": _cycle,
+    "failure_loop": _failure_loop,
     "no_progress": _no_progress,
     "repeated_message": _repeated_message,
+    "conversation_loop": _conversation_loop,
+    "condensation": _condensation,
 }
+
+
+def read_history(
+    messages: Sequence[Any], policy: LoopPolicy, effects: Mapping[str, Effect | str] | None
+) -> View:
+    """The history as :func:`detect_loop` reads it."""
+    raw = scan_actions(messages, with_declared(policy.loop_scan_options(), effects))
+    both = [a for a in raw if a.kind in ("tool", "text")]
+    turn = [a for a in both if not a.turns_ago] if policy.mode == "interactive" else both
+    return View(turn, both, raw, messages)
+
+
+def _first_level(pattern: str, policy: LoopPolicy) -> int:
+    nudge_at, stop_at = policy.limits(pattern)
+    return stop_at if nudge_at is None else nudge_at
 
 
 def _level(finding: Finding, policy: LoopPolicy) -> Verdict:
@@ -212,12 +424,16 @@ def detect_loop(
 
     Looks at the most recent actions (tool calls with their results, assistant replies) and
     counts, for the latest action: identical calls (``repeated_call``, or
-    ``repeated_failure`` when each one failed, whatever the error text), cycles such as
-    A-B-A-B (``cycle``), different calls that bring back results or evidence ids already
-    seen in the same scope (``no_progress``), and the assistant repeating itself
-    (``repeated_message``). A count equal to ``nudge_at`` nudges, once per streak; a count
-    reaching ``stop_at`` stops (or escalates). The decision depends on the counts alone,
-    never on seeing an earlier nudge, so trimmed contexts decide the same.
+    ``repeated_failure`` when each one failed, whatever the error text), the same failure
+    of near-identical calls across user turns (``failure_loop``), cycles such as A-B-A-B
+    (``cycle``), different calls that bring back results or evidence ids already seen in
+    the same scope (``no_progress``), the assistant repeating itself (``repeated_message``)
+    or asking the user the same thing turn after turn (``conversation_loop``), one reply
+    repeating itself inside (``content_loop``), context summaries in a row
+    (``condensation``) and a sub-agent stopped by its own loop check (``subagent_stuck``).
+    A count equal to ``nudge_at`` nudges, once per streak; a count reaching ``stop_at``
+    stops (or escalates). The decision depends on the counts alone, never on seeing an
+    earlier nudge, so trimmed contexts decide the same.
 
     Args:
         messages: The history as a graph holds it (``AIMessage`` with ``tool_calls``,
@@ -230,8 +446,10 @@ def detect_loop(
     A call that may change the world (a write, or a tool of unknown effect) between two
     identical calls starts their count again, and makes the results seen before it
     stale, so a read after a write and different writes with alike confirmations are
-    progress. Identical calls with nothing written in between are repeats, writes
-    included.
+    progress. Between two identical reads, a different call whose result was new starts
+    the count again too. Identical calls with nothing new in between are repeats, writes
+    included. A user message starts a fresh count in interactive mode, except for
+    failure and conversation loops (a user message is new information, not progress).
 
     Returns:
         A GuardDecision with verdict CONTINUE, NUDGE, STOP or ESCALATE, reason the pattern
@@ -256,12 +474,12 @@ def detect_loop(
         ('repeated_call', 3)
     """
     policy = LoopPolicy.coerce(policy, default=_default_policy())
-    actions = scan_actions(messages, with_declared(policy.scan_options(), effects))
+    view = read_history(messages, policy, effects)
     found: list[tuple[Verdict, Finding]] = []
     for pattern in PATTERNS:
         if pattern in policy.patterns:
-            finding = _DETECTORS[pattern](actions, policy)
-            if finding is not None and finding.count >= 2:
+            finding = _DETECTORS[pattern](view, policy)
+            if finding is not None and finding.count >= min(2, _first_level(pattern, policy)):
                 found.append((_level(finding, policy), finding))
     counts = {f.pattern: f.count for _, f in found}
     if not found:

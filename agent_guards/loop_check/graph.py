@@ -6,6 +6,8 @@ Pure core :func:`detect_loop` (no LangGraph import) plus thin adapters:
   "escalate"`` (:data:`~agent_guards.core.LoopRoute`); place it after the tools node;
 * :func:`add_loop_check` - adds that edge with its path map and the nudge / stop /
   escalate nodes in one call;
+* :func:`add_reply_check` - the edge after the model (in place of ``tools_condition``) that
+  checks replies without tool calls (content and conversation loops);
 * :class:`ToolCallGuard` - the ``ToolNode(wrap_tool_call=...)`` helper that answers an
   identical call from the earlier result (verdict REUSE), so the tool runs once.
 
@@ -44,9 +46,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from dataclasses import replace
 from functools import partial
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, cast
 
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, StateGraph
 from langgraph.graph.message import add_messages
@@ -59,16 +61,21 @@ from agent_guards.core.stopping import answer_pending, final_message
 from agent_guards.graph import state_messages
 from agent_guards.loop_check.core import detect_loop
 from agent_guards.loop_check.policy import LoopPolicy
+from agent_guards.loop_check.recovery import after_cut, cut_loop
 
 __all__ = [
     "LoopState",
+    "ReplyRoute",
     "add_loop_check",
     "add_loop_nodes",
+    "add_reply_check",
     "create_loop_check",
     "create_loop_escalate",
     "create_loop_nudge",
     "create_loop_stop",
+    "create_reply_check",
     "nudge_text",
+    "nudge_update",
 ]
 
 GUARD = "loop_check"
@@ -100,7 +107,23 @@ def _check(policy: LoopPolicy | None) -> LoopPolicy:
 
 def _decide(state: Any, config: RunnableConfig, policy: LoopPolicy, key: str) -> GuardDecision:
     core = partial(detect_loop, policy=policy)
-    return _node.decide_on_messages(GUARD, core, state, config, policy=policy.label, key=key)
+    decision = _node.decide_on_messages(GUARD, core, state, config, policy=policy.label, key=key)
+    if policy.on_loop != "truncate":
+        return decision
+    log = state.get("guard_log") if isinstance(state, Mapping) else None
+    return after_cut(decision, log, escalate=policy.on_stop == "escalate")
+
+
+def nudge_update(
+    decision: GuardDecision, messages: list[Any], policy: LoopPolicy, key: str = "messages"
+) -> dict[str, Any]:
+    """The nudge's update: the note, after cutting the loop back with ``on_loop="truncate"``
+    (the decision then records ``data["truncated"]``, the number of messages removed)."""
+    removed = cut_loop(messages, decision) if policy.on_loop == "truncate" else []
+    if removed:
+        decision = replace(decision, data={**decision.data, "truncated": len(removed)})
+    note = HumanMessage(nudge_text(decision), name=GUARD)
+    return {key: [*removed, note], "guard_log": [decision]}
 
 
 def create_loop_check(
@@ -139,8 +162,12 @@ def nudge_text(decision: GuardDecision) -> str:
         >>> nudge_text(decision)
         '[loop_check] search was called 2 times. Repeating it will not change the result. ...'
     """
+    cut = decision.data.get("truncated") if isinstance(decision.data, Mapping) else None
+    lead = f"[loop_check] {decision.detail}"
+    if cut:
+        lead += f" (the {cut} messages of the repeats were removed from the history)"
     return (
-        f"[loop_check] {decision.detail}. Repeating it will not change the result. Use "
+        f"{lead}. Repeating it will not change the result. Use "
         "what you already have, try a different approach (other arguments, another scope "
         "or tool), or give your final answer and say what is missing."
     )
@@ -165,8 +192,7 @@ def create_loop_nudge(
         decision = _decide(state, config, policy, messages_key)
         if decision.verdict is not Verdict.NUDGE:
             return {"guard_log": [decision]}
-        note = HumanMessage(nudge_text(decision), name=GUARD)
-        return {messages_key: [note], "guard_log": [decision]}
+        return nudge_update(decision, state_messages(state, messages_key), policy, messages_key)
 
     return _node.runnable("loop_nudge", nudge)
 
@@ -348,4 +374,73 @@ def add_loop_nodes(
             destinations=(continue_to, "loop_stop"),
         )
         path_map["escalate"] = "loop_escalate"
+    return path_map
+
+
+ReplyRoute = Literal["tools", "nudge", "stop", "escalate", "__end__"]
+
+
+def create_reply_check(
+    *, policy: LoopPolicy | None = None, messages_key: str = "messages"
+) -> RunnableLambda[Any, ReplyRoute]:
+    """Edge after the model: ``"tools"`` for tool calls, else loop_check on the reply.
+
+    Use it instead of ``tools_condition``: a reply without tool calls that loops (a
+    content loop inside it, or the same reply again, across user turns too) routes to
+    ``"nudge"`` (the model answers again after the note) or ``"stop"``; any other reply
+    ends the run (``"__end__"``). Tool calls are counted by the edge after the tools node.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> route = create_reply_check()
+        >>> route.invoke({"messages": [AIMessage("I am done. " * 30)]})
+        'nudge'
+        >>> route.invoke({"messages": [AIMessage("Here is your answer.")]})
+        '__end__'
+    """
+    policy = _check(policy)
+
+    def route(state: Any, config: RunnableConfig) -> ReplyRoute:
+        messages = state_messages(state, messages_key)
+        last = messages[-1] if messages else None
+        if isinstance(last, AIMessage) and last.tool_calls:
+            return "tools"
+        label = _decide(state, config, policy, messages_key).verdict.value
+        return label if label in ("nudge", "stop", "escalate") else "__end__"  # type: ignore[return-value]
+
+    return _node.runnable("reply_check", route)
+
+
+def add_reply_check(
+    builder: StateGraph[Any, Any, Any, Any],
+    source: str,
+    *,
+    tools: str = "tools",
+    policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+    end: str = END,
+) -> dict[str, str]:
+    """Wire :func:`create_reply_check` after the model node ``source`` (in place of
+    ``tools_condition``), adding loop_check's nodes if :func:`add_loop_check` has not.
+
+    Example:
+        >>> builder = StateGraph(LoopState).add_node("model", lambda s: {})
+        >>> builder = builder.add_node("tools", lambda s: {})
+        >>> add_reply_check(builder, "model")
+        {'tools': 'tools', 'nudge': 'loop_nudge', 'stop': 'loop_stop', '__end__': '__end__'}
+    """
+    policy = _check(policy)
+    if not isinstance(source, str) or not source:
+        raise ValueError(f"add_reply_check source must be a node name, got {source!r}")
+    if "loop_nudge" not in builder.nodes:
+        add_loop_nodes(
+            builder, continue_to=source, policy=policy, messages_key=messages_key, end=end
+        )
+    path_map = {"tools": tools, "nudge": "loop_nudge", "stop": "loop_stop", "__end__": end}
+    if "loop_escalate" in builder.nodes:
+        path_map["escalate"] = "loop_escalate"
+    paths = cast("dict[Hashable, str]", path_map)
+    builder.add_conditional_edges(
+        source, create_reply_check(policy=policy, messages_key=messages_key), paths
+    )
     return path_map

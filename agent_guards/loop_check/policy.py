@@ -6,7 +6,7 @@ Import it from ``agent_guards.loop_check``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -21,10 +21,29 @@ from agent_guards.core.signatures import (
     _key,
 )
 
-__all__ = ["PATTERNS", "LoopPolicy"]
+__all__ = ["PATTERNS", "PATTERN_LIMITS", "LoopPolicy"]
 
-PATTERNS: tuple[str, ...] = ("cycle", "repeated_call", "no_progress", "repeated_message")
-"""The loop patterns, in tie-break order (``repeated_call`` also reports ``repeated_failure``)."""
+PATTERNS: tuple[str, ...] = (
+    "subagent",
+    "content_loop",
+    "cycle",
+    "repeated_call",
+    "failure_loop",
+    "no_progress",
+    "repeated_message",
+    "conversation_loop",
+    "condensation",
+)
+"""The loop patterns, in tie-break order (``repeated_call`` also reports
+``repeated_failure``)."""
+
+PATTERN_LIMITS: Mapping[str, tuple[int | None, int]] = MappingProxyType(
+    {"content_loop": (1, 2), "failure_loop": (3, 4), "conversation_loop": (3, 4)}
+)
+"""Default ``(nudge_at, stop_at)`` of the patterns that do not use the policy's own pair:
+one chanting reply is already a loop (nudge), a second stops; what repeats across user
+turns gets more room (the user may change what comes next): the same failure, or the same
+question to the user, is nudged at 3 and stopped at 4."""
 
 
 def _names(name: str, value: Any) -> frozenset[str]:
@@ -93,6 +112,28 @@ class LoopPolicy(Policy):
     """What each tool does to the world (explicit sets win over the tools' annotations).
     Only a read-only call is answered from an earlier result, and only while no other
     call that may write ran since; an identical write is never run twice silently."""
+    failure_prefixes: tuple[str, ...] = ("Error:",)
+    """Text results starting with one of these (case-insensitive) are failures, as tools
+    that report errors in their text do (tau-bench's ``"Error: ..."``). ``()``: only
+    ``status="error"`` and retry_router's failure artifacts are failures."""
+    failure_similarity: float = 0.95
+    """Two failing calls of one tool are near-identical when their canonical arguments are
+    at least this similar (rapidfuzz ratio, 0..1); 1 means identical arguments only."""
+    content_chunk: int = 50
+    """Length of the text chunks compared inside one reply (``content_loop``)."""
+    content_repeats: int = 10
+    """A chunk repeated this often, close together, inside one reply is a content loop."""
+    on_loop: Literal["nudge", "truncate"] = "nudge"
+    """What the nudge level does: add a note (``"nudge"``), or cut the history back to where
+    the loop started, keeping its first round, then add the note (``"truncate"``). A loop
+    that comes back after a cut is stopped."""
+    judge_after: int = 30
+    """With a judging model (off by default): assistant messages before the first
+    LLM-judged loop check (gemini-cli: 30 turns)."""
+    judge_every: int = 10
+    """With a judging model: assistant messages between two judgements."""
+    judge_confidence: float = 0.9
+    """With a judging model: the confidence its "loop" must reach to nudge (never stop)."""
     name: str = "LoopPolicy"
     """Policy name recorded in decisions."""
     version: int = 1
@@ -110,10 +151,27 @@ class LoopPolicy(Policy):
             )
         check_choice("LoopPolicy.on_stop", self.on_stop, ("stop", "escalate"))
         check_choice("LoopPolicy.mode", self.mode, ("interactive", "headless"))
+        check_choice("LoopPolicy.on_loop", self.on_loop, ("nudge", "truncate"))
         check_int("LoopPolicy.window", self.window, minimum=2)
         check_int("LoopPolicy.max_cycle", self.max_cycle, minimum=2)
         check_int("LoopPolicy.no_progress_min_chars", self.no_progress_min_chars, minimum=0)
+        check_int("LoopPolicy.content_chunk", self.content_chunk, minimum=8)
+        check_int("LoopPolicy.content_repeats", self.content_repeats, minimum=3)
         check_ratio("LoopPolicy.text_similarity", self.text_similarity)
+        check_ratio("LoopPolicy.failure_similarity", self.failure_similarity)
+        check_int("LoopPolicy.judge_after", self.judge_after, minimum=1)
+        check_int("LoopPolicy.judge_every", self.judge_every, minimum=1)
+        check_ratio("LoopPolicy.judge_confidence", self.judge_confidence)
+        self._check_sets()
+        object.__setattr__(self, "thresholds", MappingProxyType(_thresholds(self.thresholds)))
+        if not all(callable(f) for f in self.normalizers):
+            raise TypeError(f"LoopPolicy.normalizers must be callables, got {self.normalizers!r}")
+        object.__setattr__(self, "normalizers", tuple(self.normalizers))
+        if not isinstance(self.effects, ToolEffects):
+            raise TypeError(f"LoopPolicy.effects must be a ToolEffects, got {self.effects!r}")
+        self.check_label()
+
+    def _check_sets(self) -> None:
         for name in (
             "patterns",
             "scope_keys",
@@ -128,27 +186,20 @@ class LoopPolicy(Policy):
         unknown = sorted(self.patterns - set(PATTERNS))
         if unknown:
             raise ValueError(f"LoopPolicy.patterns has unknown {unknown}; allowed: {PATTERNS}")
-        thresholds = {}
-        for pattern, pair in dict(self.thresholds).items():
-            check_choice("LoopPolicy.thresholds key", pattern, PATTERNS)
-            if not isinstance(pair, tuple) or len(pair) != 2:
-                raise ValueError(f"LoopPolicy.thresholds[{pattern!r}] must be (nudge_at, stop_at)")
-            try:
-                LoopPolicy(nudge_at=pair[0], stop_at=pair[1])
-            except ValueError as err:
-                raise ValueError(f"LoopPolicy.thresholds[{pattern!r}]={pair!r}: {err}") from None
-            thresholds[pattern] = pair
-        object.__setattr__(self, "thresholds", MappingProxyType(thresholds))
-        if not all(callable(f) for f in self.normalizers):
-            raise TypeError(f"LoopPolicy.normalizers must be callables, got {self.normalizers!r}")
-        object.__setattr__(self, "normalizers", tuple(self.normalizers))
-        if not isinstance(self.effects, ToolEffects):
-            raise TypeError(f"LoopPolicy.effects must be a ToolEffects, got {self.effects!r}")
-        self.check_label()
+        prefixes = self.failure_prefixes
+        if isinstance(prefixes, str) or not all(isinstance(p, str) and p for p in prefixes):
+            raise TypeError(
+                "LoopPolicy.failure_prefixes must be a tuple of non-empty strings, "
+                f"got {prefixes!r}"
+            )
+        object.__setattr__(self, "failure_prefixes", tuple(prefixes))
 
     def limits(self, pattern: str) -> tuple[int | None, int]:
-        """``(nudge_at, stop_at)`` for one pattern."""
-        return self.thresholds.get(pattern, (self.nudge_at, self.stop_at))
+        """``(nudge_at, stop_at)`` for one pattern: ``thresholds``, else
+        :data:`PATTERN_LIMITS`, else the policy's own pair."""
+        if pattern in self.thresholds:
+            return self.thresholds[pattern]
+        return PATTERN_LIMITS.get(pattern, (self.nudge_at, self.stop_at))
 
     def scan_options(self) -> ScanOptions:
         """How this policy reads a history."""
@@ -161,3 +212,32 @@ class LoopPolicy(Policy):
             normalizers=self.normalizers,
             effects=self.effects,
         )
+
+    def loop_scan_options(self) -> ScanOptions:
+        """How :func:`detect_loop` reads a history: across user turns (each action knows
+        its turn), with context summaries and sub-agent stops, and text failures."""
+        return replace(
+            self.scan_options(),
+            across_turns=True,
+            markers=True,
+            failure_prefixes=self.failure_prefixes,
+        )
+
+
+def _thresholds(raw: Mapping[str, Any]) -> dict[str, tuple[int | None, int]]:
+    thresholds = {}
+    for pattern, pair in dict(raw).items():
+        check_choice("LoopPolicy.thresholds key", pattern, PATTERNS)
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise ValueError(f"LoopPolicy.thresholds[{pattern!r}] must be (nudge_at, stop_at)")
+        nudge_at, stop_at = pair
+        try:
+            check_int(f"LoopPolicy.thresholds[{pattern!r}] stop_at", stop_at, minimum=2)
+            if nudge_at is not None:
+                check_int(f"LoopPolicy.thresholds[{pattern!r}] nudge_at", nudge_at, minimum=1)
+                if nudge_at >= stop_at:
+                    raise ValueError(f"nudge_at must be < stop_at ({stop_at}), got {nudge_at}")
+        except ValueError as err:
+            raise ValueError(f"LoopPolicy.thresholds[{pattern!r}]={pair!r}: {err}") from None
+        thresholds[pattern] = pair
+    return thresholds

@@ -29,7 +29,7 @@ from langchain_core.tools import InjectedToolCallId, StructuredTool
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, ConfigDict
 
-from agent_guards import GuardDecision, LoopPolicy, LoopState, Verdict, add_loop_check
+from agent_guards import GuardDecision, LoopPolicy, LoopState, Verdict, add_loop_check, detect_loop
 from agent_guards.core.signatures import REUSE_LINE
 from agent_guards.tool_guard import ToolCallGuard, ToolEffects
 
@@ -194,12 +194,27 @@ class Replayer:
         self.graph = build_graph(self.policy, tools)
 
     def replay(self, trajectory: Trajectory) -> list[Step]:
-        """Every tool-call step of ``trajectory``, each fed the recorded history."""
+        """Every tool-call step of ``trajectory``, each fed the recorded history, then the
+        loop decisions on its replies without tool calls (what ``create_reply_check``, the
+        edge after the model, decides), as steps with no calls."""
         messages = [to_message(turn, i) for i, turn in enumerate(trajectory.turns)]
-        return [
+        steps = [
             self._step(n, messages[: index + 1], results)
             for n, (index, results) in enumerate(steps_of(trajectory), start=1)
         ]
+        return steps + self._replies(messages)
+
+    def _replies(self, messages: list[BaseMessage]) -> list[Step]:
+        out = []
+        step = 0
+        for i, message in enumerate(messages):
+            if isinstance(message, AIMessage) and message.tool_calls:
+                step += 1
+            elif isinstance(message, AIMessage) and message.content:
+                decision = detect_loop(messages[: i + 1], policy=self.policy)
+                if decision.verdict is not Verdict.CONTINUE:
+                    out.append(Step(step, (), (decision,)))
+        return out
 
     def _step(self, step: int, messages: list[BaseMessage], results: list[dict[str, Any]]) -> Step:
         truth = {t["tool_call_id"]: t for t in results}
@@ -311,6 +326,12 @@ class Tally:
     """Stop, refuse, escalate or budget decisions on successful runs (target 0)."""
     failed_run_stops: int = 0
     """The same decisions on failed runs (not an error: the run may really be stuck)."""
+    success_nudges: int = 0
+    """Nudges on successful runs (target 0)."""
+    loops_stopped: int = 0
+    """Failed runs that a stop (or escalation) ended early: real loops stopped."""
+    steps_before_end: list[int] = field(default_factory=list)
+    """Per loop stopped: recorded tool-call steps after the first stop (steps saved)."""
     cases: list[Case] = field(default_factory=list)
 
     @property
@@ -321,6 +342,7 @@ class Tally:
     def add(self, trajectory: Trajectory, steps: Sequence[Step]) -> None:
         self.trajectories += 1
         self.successful += trajectory.success
+        self._first_stop(trajectory, steps)
         for step in steps:
             for call in step.calls:
                 self.calls += 1
@@ -331,6 +353,7 @@ class Tally:
                     self._case(trajectory, step.step, call.tool, kind, call.why)
             for d in step.decisions:
                 self.nudges += d.verdict is Verdict.NUDGE
+                self.success_nudges += d.verdict is Verdict.NUDGE and trajectory.success
                 if d.verdict not in STOPPING and d.guard != "budget":
                     continue
                 if trajectory.success:
@@ -340,6 +363,24 @@ class Tally:
                 if d.verdict is not Verdict.REFUSE:  # refusals are reported per call
                     tool = str(d.data.get("tool", "")) if isinstance(d.data, dict) else ""
                     self._case(trajectory, step.step, tool, d.verdict.value, _reasons([d]))
+
+    def _first_stop(self, trajectory: Trajectory, steps: Sequence[Step]) -> None:
+        """A failed run a loop stop ended early: how many recorded steps it saved."""
+        stops = [
+            s.step
+            for s in steps
+            if any(d.verdict in (Verdict.STOP, Verdict.ESCALATE) for d in s.decisions)
+        ]
+        if stops and not trajectory.success:
+            total = max((s.step for s in steps if s.calls), default=0)
+            self.loops_stopped += 1
+            self.steps_before_end.append(total - min(stops))
+
+    @property
+    def mean_steps_before_end(self) -> float:
+        """Mean recorded tool-call steps after the first stop, over the loops stopped."""
+        saved = self.steps_before_end
+        return round(sum(saved) / len(saved), 1) if saved else 0.0
 
     def _case(self, trajectory: Trajectory, step: int, tool: str, kind: str, why: str) -> None:
         self.cases.append(Case(trajectory.id, trajectory.success, step, tool, kind, why))

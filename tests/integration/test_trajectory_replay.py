@@ -69,6 +69,21 @@ def test_no_stale_answer_and_no_stop_on_a_successful_run(
     assert tally.false_stops == 0, [c for c in tally.cases if c.success]
 
 
+@pytest.mark.parametrize("config", ["effects declared", "no effects"])
+def test_no_nudge_on_a_successful_run_and_real_loops_end_early(
+    tallies: dict[str, Tally], config: str
+) -> None:
+    """Nudges on successful runs stay 0; the failed runs a stop ended early are counted with
+    the recorded steps the stop saved (each stop comes before the recorded end)."""
+    tally = tallies[config]
+    assert tally.success_nudges == 0
+    assert tally.loops_stopped == len(tally.steps_before_end) > 0
+    assert all(n >= 0 for n in tally.steps_before_end)
+    assert tally.mean_steps_before_end == round(
+        sum(tally.steps_before_end) / len(tally.steps_before_end), 1
+    )
+
+
 def test_undeclared_tools_are_never_refused(tallies: dict[str, Tally]) -> None:
     assert tallies["no effects"].refused == 0
     assert tallies["no effects"].executed >= tallies["effects declared"].executed

@@ -616,6 +616,16 @@ def test_law_another_scope_is_progress(regions: list[str], result: str) -> None:
 
 
 def test_patterns_are_documented() -> None:
-    assert set(PATTERNS) == {"repeated_call", "cycle", "no_progress", "repeated_message"}
+    assert set(PATTERNS) == {
+        "repeated_call",
+        "cycle",
+        "no_progress",
+        "repeated_message",
+        "conversation_loop",
+        "content_loop",
+        "failure_loop",
+        "condensation",
+        "subagent",
+    }
     assert isinstance(detect_loop([]), GuardDecision)
     assert json.dumps(detect_loop(turns(A, A)).to_dict())
