@@ -8,21 +8,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, hook_config
+from langchain.agents.middleware import AgentMiddleware, ModelRetryMiddleware, hook_config
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision
 from agent_guards.middleware.state import GuardAgentState, safe_decision
-from agent_guards.retry_router.breaker import CircuitBreaker
-from agent_guards.retry_router.core import route_failures
+from agent_guards.retry_router.breaker import CircuitBreaker, RetryBudget
+from agent_guards.retry_router.classify import describe_failure
+from agent_guards.retry_router.core import retryable, route_failures
 from agent_guards.retry_router.graph import finish_messages
 from agent_guards.retry_router.policy import RetryRouterPolicy
 from agent_guards.tool_guard.plan import Plan
 from agent_guards.tool_guard.wrapper import Outcome, ToolCallGuard
 
-__all__ = ["RetryRouterMiddleware"]
+__all__ = ["RetryRouterMiddleware", "model_retry_middleware"]
 
 
 class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
@@ -32,7 +33,9 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         policy: Routes, backoff and repair limits (default :class:`RetryRouterPolicy`).
         breaker: Optional per-tool :class:`CircuitBreaker` (state in ``store`` or the
             agent's store).
-        store: Store for the breaker (default: the store ``create_agent`` was given).
+        retry_budget: Optional cap on retries per tool shared through the store
+            (:class:`~agent_guards.retry_router.RetryBudget`).
+        store: Store for the breaker and the budget (default: the agent's store).
         sleep: How to wait a backoff delay (inject a fake in tests); ``asleep`` for async.
         count_usage: Count each execution in ``usage["tool_calls"]``.
 
@@ -54,6 +57,7 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         *,
         policy: RetryRouterPolicy | None = None,
         breaker: CircuitBreaker | None = None,
+        retry_budget: RetryBudget | None = None,
         store: BaseStore | None = None,
         sleep: Callable[[float], Any] = time.sleep,
         asleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
@@ -66,11 +70,18 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
             loop=None,
             retry=policy,
             breaker=breaker,
+            retry_budget=retry_budget,
             store=store,
             sleep=sleep,
             asleep=asleep,
             count_usage=count_usage,
         )
+
+    @staticmethod
+    def _next(plan: Plan, out: Outcome) -> Plan:
+        """The plan of the next attempt: same call, same effect (a read stays a read)."""
+        return replace(plan, kind="retry", attempt=plan.attempt + 1, delay=out.delay or 0.0,
+                       decisions=(), recorded=None)  # fmt: skip
 
     @staticmethod
     def _merge(total: list[GuardDecision], count: int, out: Outcome) -> Outcome:
@@ -87,7 +98,7 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
                 return self._guard.finish(request, self._merge(decisions, count, out))
             decisions.extend(out.decisions)
             count += out.executions
-            plan = Plan("retry", attempt=plan.attempt + 1, delay=out.delay or 0.0, prior=plan.prior)
+            plan = self._next(plan, out)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Async :meth:`wrap_tool_call`."""
@@ -100,7 +111,7 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
                 return self._guard.finish(request, self._merge(decisions, count, out))
             decisions.extend(out.decisions)
             count += out.executions
-            plan = Plan("retry", attempt=plan.attempt + 1, delay=out.delay or 0.0, prior=plan.prior)
+            plan = self._next(plan, out)
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: GuardAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -117,3 +128,48 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
             "guard_log": [decision],
             "jump_to": "end",
         }
+
+
+def _model_unavailable(error: Exception) -> str:
+    failure = describe_failure(error)
+    detail = failure.message[:200] or failure.error_type
+    return f"The model is unavailable ({failure.kind.value}): {detail}. Stopped; please try later."
+
+
+def model_retry_middleware(
+    policy: RetryRouterPolicy | None = None,
+    *,
+    on_failure: Any = _model_unavailable,
+) -> ModelRetryMiddleware:
+    """LangChain's ``ModelRetryMiddleware`` with retry_router's taxonomy and backoff.
+
+    ``retry_on`` is :func:`~agent_guards.retry_router.retryable`: a 429, a 5xx, a timeout
+    or a ``ModelError`` whose ``is_retryable`` is True is retried (``max_attempts``,
+    ``base_delay``, ``factor``, ``max_delay`` of ``policy.backoff``); a permission, refusal,
+    invalid-request or unknown error propagates at once (LangChain's default retries
+    unknown errors). Once the attempts run out, ``on_failure`` decides: by default the run
+    ends with one message giving the kind and the reason; ``"error"`` re-raises, so a
+    ``ModelFallbackMiddleware`` placed *before* this one in ``middleware=[...]`` switches
+    to the next model.
+
+    Example:
+        >>> from agent_guards.retry_router import Backoff, RetryRouterPolicy
+        >>> mw = model_retry_middleware(RetryRouterPolicy(backoff=Backoff(max_attempts=4)))
+        >>> type(mw).__name__, mw.max_retries, mw.initial_delay
+        ('ModelRetryMiddleware', 3, 1.0)
+    """
+    policy = RetryRouterPolicy.coerce(policy)
+    backoff = policy.backoff
+
+    def retry_on(error: Exception) -> bool:
+        return retryable(error, policy=policy)
+
+    return ModelRetryMiddleware(
+        max_retries=backoff.max_attempts - 1,
+        retry_on=retry_on,
+        on_failure=on_failure,
+        backoff_factor=float(backoff.factor),
+        initial_delay=float(backoff.base_delay),  # type: ignore[arg-type]
+        max_delay=float(backoff.max_delay),  # type: ignore[arg-type]
+        jitter=backoff.jitter != "none",
+    )

@@ -4,7 +4,7 @@ Retry (with backoff and a circuit breaker), repair, replan, clarify, abstain, re
 fall back."""
 
 from agent_guards.core.decision import RetryRoute
-from agent_guards.retry_router.breaker import Backoff, BreakerState, CircuitBreaker
+from agent_guards.retry_router.breaker import Backoff, BreakerState, CircuitBreaker, RetryBudget
 from agent_guards.retry_router.classify import (
     classify_failure,
     describe_failure,
@@ -12,13 +12,14 @@ from agent_guards.retry_router.classify import (
     failure_of,
     kind_for_status,
 )
-from agent_guards.retry_router.core import decide_failure, route_failures
+from agent_guards.retry_router.core import decide_failure, retryable, route_failures
 from agent_guards.retry_router.graph import (
     RetryState,
     add_retry_router,
     create_retry_finish,
     create_retry_router,
     finish_messages,
+    model_retry_policy,
 )
 from agent_guards.retry_router.model import (
     ARTIFACT_KEY,
@@ -51,6 +52,7 @@ __all__ = [
     "PermissionDenied",
     "PreconditionFailed",
     "QuotaExceeded",
+    "RetryBudget",
     "RetryRoute",
     "RetryRouterPolicy",
     "RetryState",
@@ -67,5 +69,7 @@ __all__ = [
     "failure_of",
     "finish_messages",
     "kind_for_status",
+    "model_retry_policy",
+    "retryable",
     "route_failures",
 ]

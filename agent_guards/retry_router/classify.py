@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from langchain_core import exceptions as lc_errors
 from langchain_core.messages import ToolMessage
 from pydantic import ValidationError
 
@@ -83,8 +84,8 @@ _NAME_RULES: tuple[tuple[str, FailureKind], ...] = (
 _TEXT_RULES: tuple[tuple[str, FailureKind], ...] = (
     ("content policy|content_policy|content filter|safety violation|unsafe content",
      FailureKind.SAFETY),
-    ("permission denied|forbidden|unauthorized|not authorized|access denied",
-     FailureKind.PERMISSION),
+    ("permission denied|permissiondenied|forbidden|unauthorized|not authorized|access denied|"
+     "accessdenied|access_denied|not permitted|operation not permitted", FailureKind.PERMISSION),
     ("insufficient_quota|quota exceeded|quota exhausted|out of credits", FailureKind.QUOTA),
     ("with error:\n|is not a valid tool|validation error|field required|invalid argument|"
      "missing required|unexpected keyword", FailureKind.INVALID_ARGS),
@@ -154,6 +155,34 @@ def _by_text(text: str) -> FailureKind:
     return kind_for_status(int(match.group(1)), text) if match else FailureKind.UNKNOWN
 
 
+_MODEL_ERRORS: tuple[tuple[str, FailureKind], ...] = (
+    ("ModelRefusalError", FailureKind.SAFETY),
+    ("ModelAuthenticationError", FailureKind.PERMISSION),
+    ("ModelPermissionDeniedError", FailureKind.PERMISSION),
+    ("ModelInvalidRequestError", FailureKind.INVALID_ARGS),
+    ("ModelNotFoundError", FailureKind.PRECONDITION),
+    ("ContextOverflowError", FailureKind.QUOTA),
+)
+"""langchain-core's model error types (``langchain_core.exceptions``), most specific first;
+a type missing from the installed version is skipped. Any other ``ModelError`` is
+TRANSIENT when its ``is_retryable`` says a retry may succeed."""
+
+
+def _model_error_kind(error: BaseException, body: str) -> FailureKind | None:
+    """The kind of a langchain-core ``ModelError`` (None for any other exception)."""
+    base = getattr(lc_errors, "ModelError", None)
+    if base is None or not isinstance(error, base):
+        return None
+    for name, kind in _MODEL_ERRORS:
+        cls = getattr(lc_errors, name, None)
+        if cls is not None and isinstance(error, cls):
+            return kind
+    if getattr(error, "is_retryable", False) is True:
+        quota = "quota" in body.lower() and "RateLimit" in type(error).__name__
+        return FailureKind.QUOTA if quota else FailureKind.TRANSIENT
+    return None
+
+
 def _field_errors_from_text(text: str) -> dict[str, str]:
     if "with error:" not in text:
         return {}
@@ -194,16 +223,19 @@ def _describe_exception(error: BaseException, now: datetime | None) -> Failure:
     status = _status_code(error)
     retry_after = _retry_after(error, now)
     body = f"{text} {getattr(error, 'code', '')} {getattr(error, 'body', '')}"
+    extra: dict[str, Any] = {"retry_after": retry_after, "status_code": status, **common}
+    kind = _model_error_kind(error, body)
+    if kind is not None:
+        return Failure(kind, **extra)
     if status is not None:
-        return Failure(
-            kind_for_status(status, body), retry_after=retry_after, status_code=status, **common
-        )
+        return Failure(kind_for_status(status, body), **extra)
     kind = _by_name(error)
     if kind is not None:
         if kind is FailureKind.TRANSIENT and "quota" in body.lower():
             kind = FailureKind.QUOTA
-        return Failure(kind, retry_after=retry_after, **common)
-    return Failure(FailureKind.UNKNOWN, **common)
+        return Failure(kind, **extra)
+    # an untyped exception: its text is read like an error ToolMessage's (one vocabulary)
+    return Failure(_by_text(body), **extra)
 
 
 def failure_of(message: ToolMessage) -> Failure | None:

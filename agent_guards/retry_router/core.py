@@ -13,30 +13,45 @@ from typing import Any, cast
 
 from agent_guards.core.decision import GuardDecision, RetryRoute, Verdict
 from agent_guards.core.effects import Effect
+from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.history import Action, latest_batch, scan_actions, with_declared
-from agent_guards.retry_router.classify import failure_of
+from agent_guards.retry_router.classify import describe_failure
 from agent_guards.retry_router.model import Failure, FailureKind
 from agent_guards.retry_router.policy import GUARD, PRECEDENCE, ROUTES, RetryRouterPolicy
 
-__all__ = ["decide_failure", "route_failures"]
+__all__ = ["decide_failure", "retryable", "route_failures"]
 
 _VERDICTS = {r: Verdict(r) for r in ROUTES}
 
 
-def _since_last_ok(prior: Sequence[Action], match: Any) -> list[Action]:
+_MALFORMED = Failure(FailureKind.UNKNOWN, message="malformed failure artifact")
+
+
+def _failure(a: Action, policy: RetryRouterPolicy) -> Failure | None:
+    """The failure an earlier result reports; a malformed artifact there counts as a
+    failure of unknown kind (its own turn reported it), never as an error here."""
+    if a.message is None:
+        return None
+    try:
+        return policy.failure_of(a.message)
+    except InvalidInputError:
+        return _MALFORMED
+
+
+def _since_last_ok(prior: Sequence[Action], match: Any, policy: RetryRouterPolicy) -> list[Action]:
     out: list[Action] = []
     for a in reversed(prior):
         if a.kind != "tool" or not match(a):
             continue
-        if a.status == "ok" and (a.message is None or failure_of(a.message) is None):
+        if a.status == "ok" and _failure(a, policy) is None:
             break
         if a.status == "error" or a.message is not None:
             out.append(a)
     return out
 
 
-def _kind(a: Action) -> FailureKind | None:
-    failure = failure_of(a.message) if a.message is not None else None
+def _kind(a: Action, policy: RetryRouterPolicy) -> FailureKind | None:
+    failure = _failure(a, policy)
     return failure.kind if failure is not None else None
 
 
@@ -69,10 +84,10 @@ def _repair(
     reason: str,
 ) -> tuple[RetryRoute, str]:
     """A repair route, unless the model already sent these invalid args, or too often."""
-    if any(_kind(a) is FailureKind.INVALID_ARGS for a in same):
+    if any(_kind(a, policy) is FailureKind.INVALID_ARGS for a in same):
         return policy.on_repair_exhausted, "same_invalid_args"
-    streak = _since_last_ok(prior, lambda a: a.tool == tool)
-    invalid = 1 + sum(1 for a in streak if _kind(a) is FailureKind.INVALID_ARGS)
+    streak = _since_last_ok(prior, lambda a: a.tool == tool, policy)
+    invalid = 1 + sum(1 for a in streak if _kind(a, policy) is FailureKind.INVALID_ARGS)
     if invalid > policy.max_repairs:
         return policy.on_repair_exhausted, "repairs_exhausted"
     return "repair", reason
@@ -116,15 +131,19 @@ def decide_failure(
     policy = RetryRouterPolicy() if policy is None else policy
     route: RetryRoute = policy.routes[failure.kind]
     reason = failure.kind.value
-    same = _since_last_ok(prior, lambda a: a.signature == signature)
+    same = _since_last_ok(prior, lambda a: a.signature == signature, policy)
     attempts = attempt + sum(a.attempts for a in same)
     delay: float | None = None
-    if failure.circuit_open:
-        route, reason = "fallback", "circuit_open"
+    if failure.circuit_open:  # not called: the breaker, or no retry token left
+        budget = failure.error_type.endswith("RetryBudget")
+        route, reason = "fallback", "retry_budget_exhausted" if budget else "circuit_open"
     elif route == "retry":
         route, reason, delay = _retry(failure, policy, attempts, f"{call_id}:{signature}", effect)
     elif route == "repair" and failure.kind is FailureKind.INVALID_ARGS:
         route, reason = _repair(policy, same, prior, tool, reason)
+    elif route == "replan" and attempts >= policy.backoff.max_attempts:
+        # the model keeps re-issuing a call that keeps failing: replanning is not working
+        route, reason = policy.on_retry_exhausted, "same_failure_repeated"
     detail = f"{tool} failed ({failure.kind.value}): {failure.message[:160] or 'no message'}"
     if delay is not None:
         detail += f"; retry {attempts + 1} of {policy.backoff.max_attempts} in {delay:.2f}s"
@@ -160,6 +179,21 @@ def decide_failure(
     )
 
 
+def _malformed(a: Action, err: InvalidInputError, policy: RetryRouterPolicy) -> GuardDecision:
+    """The decision for one call whose failure artifact cannot be read: ``invalid_input``,
+    route ``continue`` (the lowest precedence, so a sibling's failure still routes)."""
+    return GuardDecision(
+        guard=GUARD,
+        verdict=Verdict.CONTINUE,
+        reason="invalid_input",
+        detail=f"{a.tool}: {err}",
+        dropped_ids=(a.call_id,),
+        policy=policy.label,
+        data={"route": "continue", "kind": "invalid_input", "tool": a.tool, "call_id": a.call_id,
+              "field": err.field, "item": err.item, "problem": err.problem},
+    )  # fmt: skip
+
+
 def route_failures(
     messages: Sequence[Any],
     *,
@@ -191,8 +225,14 @@ def route_failures(
     actions = scan_actions(messages, with_declared(policy.scan_options(), effects))
     decisions = []
     for a in latest_batch(actions):
-        failure = failure_of(a.message) if a.message is not None else None
-        if failure is None or a.message is None:
+        if a.message is None:
+            continue
+        try:
+            failure = policy.failure_of(a.message)
+        except InvalidInputError as err:  # reported; the siblings still route
+            decisions.append(_malformed(a, err, policy))
+            continue
+        if failure is None:
             continue
         prior = [p for p in actions if p.ai_position < a.ai_position]
         decisions.append(
@@ -229,3 +269,33 @@ def route_failures(
             ],
         },
     )
+
+
+def retryable(
+    error: BaseException, *, policy: RetryRouterPolicy | None = None, effect: Effect | str = "read"
+) -> bool:
+    """Whether ``policy`` retries ``error``: its kind routes ``retry`` (TRANSIENT,
+    EMPTY_ERROR by default), the call cannot be repeating a write, and a ``Retry-After``
+    fits under the backoff cap. A model call reads (``effect="read"``).
+
+    The ``retry_on`` of LangGraph's ``RetryPolicy`` and LangChain's ``ModelRetryMiddleware``
+    (see :func:`model_retry_policy`), so a model call gets the tool calls' taxonomy.
+
+    Example:
+        >>> from langchain_core.exceptions import ModelAPIError, ModelPermissionDeniedError
+        >>> retryable(ModelAPIError("502 from the provider")), retryable(TimeoutError())
+        (True, True)
+        >>> retryable(ModelPermissionDeniedError("no access")), retryable(KeyError("x"))
+        (False, False)
+    """
+    policy = RetryRouterPolicy.coerce(policy)
+    try:
+        failure = describe_failure(error)
+    except InvalidInputError:
+        return False
+    if policy.routes[failure.kind] != "retry" or failure.circuit_open:
+        return False
+    cap = float(policy.backoff.max_delay)  # type: ignore[arg-type]
+    if failure.retry_after is not None and failure.retry_after > cap:
+        return False
+    return not _may_repeat_a_write(failure, effect)

@@ -65,6 +65,7 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, StateGraph
 from langgraph.graph.message import add_messages
+from langgraph.types import RetryPolicy
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, RetryRoute, Verdict
@@ -74,7 +75,7 @@ from agent_guards.graph import state_messages
 from agent_guards.loop_check.core import detect_loop
 from agent_guards.loop_check.graph import add_loop_nodes
 from agent_guards.loop_check.policy import LoopPolicy
-from agent_guards.retry_router.core import route_failures
+from agent_guards.retry_router.core import retryable, route_failures
 from agent_guards.retry_router.policy import RetryRouterPolicy
 
 __all__ = [
@@ -83,6 +84,7 @@ __all__ = [
     "create_retry_finish",
     "create_retry_router",
     "finish_messages",
+    "model_retry_policy",
 ]
 
 GUARD = "retry_router"
@@ -321,3 +323,39 @@ def add_retry_router(
     paths = cast("dict[Hashable, str]", path_map)
     builder.add_conditional_edges(source, router, paths)
     return path_map
+
+
+def model_retry_policy(
+    policy: RetryRouterPolicy | None = None, *, jitter: bool | None = None
+) -> RetryPolicy:
+    """LangGraph's ``RetryPolicy`` for a node that calls a model, from retry_router's policy.
+
+    ``retry_on`` is :func:`~agent_guards.retry_router.retryable`: a 429, a 5xx, a timeout
+    or a langchain-core ``ModelError`` whose ``is_retryable`` is True is retried with the
+    policy's backoff (``base_delay``, ``factor``, ``max_delay``, ``max_attempts``); a
+    permission, safety, invalid-request or unknown error is raised at once. Pair it with
+    the node's ``error_handler`` to end the run with a reason once the attempts run out.
+
+    Example:
+        >>> from agent_guards.retry_router import Backoff, RetryRouterPolicy
+        >>> from langchain_core.exceptions import ModelRateLimitError
+        >>> rp = model_retry_policy(RetryRouterPolicy(backoff=Backoff(max_attempts=4)))
+        >>> rp.max_attempts, rp.initial_interval, rp.retry_on(ModelRateLimitError("429"))
+        (4, 1.0, True)
+        >>> rp.retry_on(PermissionError("403 Forbidden"))
+        False
+    """
+    policy = _check(policy)
+    backoff = policy.backoff
+    return RetryPolicy(
+        initial_interval=float(backoff.base_delay),  # type: ignore[arg-type]
+        backoff_factor=float(backoff.factor),
+        max_interval=float(backoff.max_delay),  # type: ignore[arg-type]
+        max_attempts=backoff.max_attempts,
+        jitter=backoff.jitter != "none" if jitter is None else bool(jitter),
+        retry_on=partial(_model_retry_on, policy=policy),
+    )
+
+
+def _model_retry_on(error: Exception, *, policy: RetryRouterPolicy) -> bool:
+    return retryable(error, policy=policy)

@@ -73,14 +73,29 @@ class FailureKind(StrEnum):
     """Anything else; never retried by default."""
 
 
+def retry_after_seconds(where: str, value: Any) -> float | None:
+    """A ``Retry-After`` in seconds: None stays None, 0 means "retry now", and a negative
+    value (a date already past) is 0 too. Anything that is not a finite number of seconds
+    or a ``timedelta`` raises ``ValueError`` naming ``where``.
+
+    >>> retry_after_seconds("retry_after", -3), retry_after_seconds("retry_after", 0)
+    (0.0, 0.0)
+    """
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        value = 0.0
+    return check_duration(where, value)
+
+
 class _TypedFailure(ToolFailure):
     kind: FailureKind = FailureKind.UNKNOWN
 
     def __init__(self, message: str = "", *, retry_after: float | timedelta | None = None) -> None:
         self.message = message
-        self.retry_after = (
-            None if retry_after is None else check_duration("retry_after", retry_after)
-        )
+        self.retry_after = retry_after_seconds("retry_after", retry_after)
         super().__init__(message or self.kind.value)
 
 
@@ -281,8 +296,11 @@ class Failure:
     def to_artifact(self) -> dict[str, Any]:
         """``{"agent_guards_failure": {...}}``: the structured form a ToolMessage carries."""
         body: dict[str, Any] = {"kind": self.kind.value, "message": self.message}
-        for key in ("error_type", "retry_after", "status_code", "question"):
+        for key in ("error_type", "question"):
             if getattr(self, key):
+                body[key] = getattr(self, key)
+        for key in ("retry_after", "status_code"):  # 0 is a value: "retry now"
+            if getattr(self, key) is not None:
                 body[key] = getattr(self, key)
         if self.field_errors:
             body["field_errors"] = dict(self.field_errors)
@@ -335,8 +353,7 @@ def _from_body(body: Mapping[str, Any], *, item: str | None) -> Failure:
             field=f"{ARTIFACT_KEY}.kind",
         ) from None
     try:
-        raw = body.get("retry_after")
-        retry_after = None if raw is None else check_duration("retry_after", raw)
+        retry_after = retry_after_seconds("retry_after", body.get("retry_after"))
     except ValueError as err:
         raise InvalidInputError(str(err), item=item, field=f"{ARTIFACT_KEY}.retry_after") from None
     errors = body.get("field_errors") or {}

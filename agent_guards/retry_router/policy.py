@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
+
+from langchain_core.messages import ToolMessage
 
 from agent_guards.core.decision import RetryRoute
 from agent_guards.core.errors import check_choice
 from agent_guards.core.history import ScanOptions
 from agent_guards.core.policy import Policy, check_int
-from agent_guards.core.signatures import DEFAULT_GUARD_NAMES
+from agent_guards.core.signatures import DEFAULT_GUARD_NAMES, content_text
 from agent_guards.retry_router.breaker import Backoff
-from agent_guards.retry_router.model import FailureKind
+from agent_guards.retry_router.classify import failure_of
+from agent_guards.retry_router.model import ARTIFACT_KEY, Failure, FailureKind
+
+Detector = Callable[[str, str], "FailureKind | str | None"]
+"""``detect(tool, text) -> kind or None``: a failure a tool reported as ordinary text."""
 
 __all__ = ["DEFAULT_ROUTES", "PRECEDENCE", "RetryRouterPolicy"]
 
@@ -102,6 +110,17 @@ class RetryRouterPolicy(Policy):
     """Route instead of a retry when a call that may write (a write, or a tool of unknown
     effect) failed in a way that may have let it run (a timeout, a dropped connection):
     a retry could do it twice. Idempotent writes and reads are retried as usual."""
+    failure_patterns: Mapping[str, Sequence[tuple[str, FailureKind | str]]] = field(
+        default_factory=dict
+    )
+    """Failures tools return as ordinary strings, per tool name (``"*"``: every tool):
+    ``{"update_flight": [(r"^Not permitted", "permission"), (r"^Error:", "unknown")]}``.
+    A regex (``re.search``, case-insensitive) matched on the content of a result without
+    a failure artifact, first match wins; the tool's own patterns before ``"*"``."""
+    detect: Detector | None = field(default=None, compare=False)
+    """``detect(tool, text) -> FailureKind | str | None``, asked after the patterns, for
+    results without a failure artifact: classify what a tool reports as text without
+    editing the tool."""
     max_repairs: int = 3
     """Invalid-args failures of one tool in a row before repairing stops."""
     window: int = 50
@@ -156,7 +175,71 @@ class RetryRouterPolicy(Policy):
         if isinstance(names, str) or not isinstance(names, Iterable):
             raise TypeError(f"RetryRouterPolicy.guard_names must be a set of names, got {names!r}")
         object.__setattr__(self, "guard_names", frozenset(names))
+        object.__setattr__(self, "failure_patterns", _patterns(self.failure_patterns))
+        if self.detect is not None and not callable(self.detect):
+            raise TypeError(f"RetryRouterPolicy.detect must be a callable, got {self.detect!r}")
+
+    def failure_of(self, message: ToolMessage) -> Failure | None:
+        """The failure ``message`` reports: its artifact, else ``failure_patterns`` and
+        ``detect`` for its tool, else the ``status="error"`` text (see :func:`failure_of`).
+
+        >>> from langchain_core.messages import ToolMessage
+        >>> policy = RetryRouterPolicy(
+        ...     failure_patterns={"reschedule": [(r"^not permitted", "permission")]})
+        >>> text = "Not permitted to reschedule to a date that is more than 3 months away"
+        >>> msg = ToolMessage(text, tool_call_id="c1", name="reschedule")
+        >>> policy.failure_of(msg).kind.value, failure_of(msg) is None
+        ('permission', True)
+        """
+        artifact = message.artifact
+        if isinstance(artifact, Mapping) and ARTIFACT_KEY in artifact:
+            return failure_of(message)
+        kind = self._detected(str(message.name or ""), content_text(message.content))
+        if kind is None:
+            return failure_of(message)
+        text = content_text(message.content)
+        return Failure(kind, message=text[:500], error_type="detected")
+
+    def _detected(self, tool: str, text: str) -> FailureKind | None:
+        patterns = self.failure_patterns
+        for pattern, kind in (*patterns.get(tool, ()), *patterns.get("*", ())):
+            if re.search(pattern, text, flags=re.IGNORECASE):
+                return FailureKind(kind)
+        if self.detect is None:
+            return None
+        found = self.detect(tool, text)
+        if found is None:
+            return None
+        allowed = [k.value for k in FailureKind]
+        where = f"RetryRouterPolicy.detect({tool!r}, ...)"
+        return FailureKind(check_choice(where, str(found), allowed))
 
     def scan_options(self) -> ScanOptions:
         """Reads the whole run (headless): attempts never reset on a new user message."""
         return ScanOptions(window=self.window, interactive=False, guard_names=self.guard_names)
+
+
+def _patterns(raw: Any) -> Mapping[str, tuple[tuple[str, FailureKind], ...]]:
+    """Validated ``failure_patterns``: every regex compiles, every kind exists."""
+    if not isinstance(raw, Mapping):
+        raise TypeError(
+            f"RetryRouterPolicy.failure_patterns must map tool -> [(regex, kind)], got {raw!r}"
+        )
+    allowed = [k.value for k in FailureKind]
+    out: dict[str, tuple[tuple[str, FailureKind], ...]] = {}
+    for tool, rows in raw.items():
+        where = f"RetryRouterPolicy.failure_patterns[{tool!r}]"
+        if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
+            raise TypeError(f"{where} must be a list of (regex, kind), got {rows!r}")
+        checked = []
+        for row in rows:
+            if not isinstance(row, tuple | list) or len(row) != 2:
+                raise TypeError(f"{where} entries must be (regex, kind) pairs, got {row!r}")
+            pattern, kind = row
+            try:
+                re.compile(str(pattern))
+            except re.error as err:
+                raise ValueError(f"{where}: {pattern!r} is not a valid regex: {err}") from None
+            checked.append((str(pattern), FailureKind(check_choice(where, str(kind), allowed))))
+        out[str(tool)] = tuple(checked)
+    return MappingProxyType(out)

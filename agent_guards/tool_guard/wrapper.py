@@ -15,6 +15,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import ToolMessage
@@ -24,13 +25,12 @@ from langgraph.types import Command, interrupt
 
 from agent_guards import graph as _node
 from agent_guards.budget import Budget
-from agent_guards.core.clock import now_from_config
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import EFFECT_KEY, Effect
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import content_text
 from agent_guards.loop_check.policy import LoopPolicy
-from agent_guards.retry_router.breaker import CircuitBreaker
+from agent_guards.retry_router.breaker import CircuitBreaker, RetryBudget
 from agent_guards.retry_router.classify import describe_failure, failure_message, failure_of
 from agent_guards.retry_router.core import decide_failure
 from agent_guards.retry_router.model import Failure, FailureKind
@@ -93,6 +93,9 @@ class ToolCallGuard:
     """Classify failures and serve ``retry`` routes (None: exceptions propagate)."""
     breaker: CircuitBreaker | None = None
     """Per-tool circuit breaker (needs a store: ``store=`` or the graph's store)."""
+    retry_budget: RetryBudget | None = None
+    """Cap on retries per tool shared through the store (needs a store): a retry without a
+    token is not made and routes ``fallback`` (reason ``retry_budget_exhausted``)."""
     store: BaseStore | None = None
     """Store for the breaker; defaults to the store the graph was compiled with."""
     sleep: Callable[[float], Any] = time.sleep
@@ -120,6 +123,7 @@ class ToolCallGuard:
             ("loop", LoopPolicy),
             ("retry", RetryRouterPolicy),
             ("breaker", CircuitBreaker),
+            ("retry_budget", RetryBudget),
             ("budget", Budget),
             ("ledger", RunLedger),
         ):
@@ -183,7 +187,7 @@ class ToolCallGuard:
         if not isinstance(result, ToolMessage):
             return result, None, extra
         try:
-            failure = failure_of(result)
+            failure = self.retry.failure_of(result) if self.retry else failure_of(result)
         except InvalidInputError as err:
             policy = self.retry.label if self.retry is not None else ""
             extra.append(
@@ -208,8 +212,8 @@ class ToolCallGuard:
     ) -> tuple[ToolMessage, Failure]:
         if self.retry is None:
             raise err
-        config = getattr(request.runtime, "config", None)
-        failure = describe_failure(err, now=now_from_config(config))
+        # the real clock: an HTTP-date Retry-After is the server's time, not the run's
+        failure = describe_failure(err, now=datetime.now(timezone.utc))
         return self._failed(request, failure, plan), failure
 
     def _decide(self, request: ToolCallRequest, failure: Failure, plan: Plan) -> GuardDecision:
@@ -273,8 +277,40 @@ class ToolCallGuard:
             return result
         return Command(update={self.messages_key: [result], **update})
 
-    def _now(self, request: ToolCallRequest) -> float:
-        return now_from_config(getattr(request.runtime, "config", None)).timestamp()
+    @staticmethod
+    def _decision_key(request: ToolCallRequest, plan: Plan) -> str | None:
+        """Where the breaker records refusing this attempt of this call in this thread (a
+        replay repeats the recorded refusal); None without a thread."""
+        config = getattr(request.runtime, "config", None) or {}
+        thread = (config.get("configurable") or {}).get("thread_id")
+        if thread is None:
+            return None
+        return f"{thread}|{request.tool_call['id']}|{plan.attempt}"
+
+    def _token(self, request: ToolCallRequest) -> bool:
+        """A retry token from the shared budget (always, without one)."""
+        if self.retry_budget is None:
+            return True
+        store = self._store(request, "retry_budget")
+        return self.retry_budget.acquire(store, request.tool_call["name"])
+
+    async def _atoken(self, request: ToolCallRequest) -> bool:
+        if self.retry_budget is None:
+            return True
+        store = self._store(request, "retry_budget")
+        return await self.retry_budget.aacquire(store, request.tool_call["name"])
+
+    def _no_token(self, request: ToolCallRequest, plan: Plan) -> tuple[Any, Failure]:
+        assert self.retry_budget is not None
+        tool, budget = request.tool_call["name"], self.retry_budget
+        failure = Failure(
+            FailureKind.TRANSIENT,
+            circuit_open=True,
+            message=f"the retry budget for {tool} is spent ({budget.max_retries} per "
+            f"{budget.per}s for all callers)",
+            error_type="agent_guards.retry_router.RetryBudget",
+        )
+        return self._failed(request, failure, plan), failure
 
     def _record(self, request: ToolCallRequest, failure: Failure | None) -> bool:
         return self.breaker is not None and (
@@ -286,11 +322,15 @@ class ToolCallGuard:
         if plan.kind == "reuse":
             return self._answered(request, plan)
         tool = request.tool_call["name"]
-        if self.breaker is not None:
-            allowed, state = self.breaker.allow(self._store(request), tool, now=self._now(request))
+        if self.breaker is not None:  # the real clock (never the run's): shared state
+            allowed, state = self.breaker.admit(self._store(request), tool,
+                                                key=self._decision_key(request, plan))  # fmt: skip
             if not allowed:
                 message, blocked = self._blocked(request, state, plan)
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
+        if plan.kind == "retry" and not self._token(request):
+            message, blocked = self._no_token(request, plan)
+            return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             self.sleep(plan.delay)
         started = self._claim(request, plan, self._ledger_at(request))
@@ -304,9 +344,7 @@ class ToolCallGuard:
             (result, failure), extra = self._exception(request, err, plan), []
         self._ledger_finish(request, result, failure, started)
         if self.breaker is not None and self._record(request, failure):
-            self.breaker.record(
-                self._store(request), tool, ok=failure is None, now=self._now(request)
-            )
+            self.breaker.record(self._store(request), tool, ok=failure is None)
         return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra)
 
     async def arun_once(self, request: ToolCallRequest, execute: AExecute, plan: Plan) -> Outcome:
@@ -314,13 +352,15 @@ class ToolCallGuard:
         if plan.kind == "reuse":
             return self._answered(request, plan)
         tool = request.tool_call["name"]
-        if self.breaker is not None:
-            allowed, state = await self.breaker.aallow(
-                self._store(request), tool, now=self._now(request)
-            )
+        if self.breaker is not None:  # the real clock (never the run's): shared state
+            key = self._decision_key(request, plan)
+            allowed, state = await self.breaker.aadmit(self._store(request), tool, key=key)
             if not allowed:
                 message, blocked = self._blocked(request, state, plan)
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
+        if plan.kind == "retry" and not await self._atoken(request):
+            message, blocked = self._no_token(request, plan)
+            return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             await self.asleep(plan.delay)
         started = await self._off_loop(self._claim, request, plan, self._ledger_at(request))
@@ -334,9 +374,7 @@ class ToolCallGuard:
             (result, failure), extra = self._exception(request, err, plan), []
         await self._off_loop(self._ledger_finish, request, result, failure, started)
         if self.breaker is not None and self._record(request, failure):
-            await self.breaker.arecord(
-                self._store(request), tool, ok=failure is None, now=self._now(request)
-            )
+            await self.breaker.arecord(self._store(request), tool, ok=failure is None)
         return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra)
 
     def _answered(self, request: ToolCallRequest, plan: Plan) -> Outcome:

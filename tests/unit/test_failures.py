@@ -368,7 +368,7 @@ def test_invalid_args_text_gives_field_errors() -> None:
             ToolMessage(
                 "x",
                 tool_call_id="t1",
-                artifact={"agent_guards_failure": {"kind": "transient", "retry_after": -1}},
+                artifact={"agent_guards_failure": {"kind": "transient", "retry_after": "soon"}},
             ),
             "agent_guards_failure.retry_after",
         ),
@@ -488,7 +488,7 @@ def test_breaker_in_a_store() -> None:
     cb.record(store, "quote", ok=False, now=2)
     assert cb.allow(store, "quote", now=5) == (False, "open")
     assert cb.allow(store, "other", now=5) == (True, "closed")
-    value = cb.read(store, "quote")
+    value = cb.read(store, "quote", now=5)
     assert value is not None
     assert {k: value[k] for k in ("state", "failures", "opened_at", "tool", "policy")} == {
         "state": "open",
@@ -498,6 +498,7 @@ def test_breaker_in_a_store() -> None:
         "policy": "CircuitBreaker@1",
     }
     assert cb.allow(store, "quote", now=12) == (True, "half_open")
+    assert cb.allow(store, "quote", now=12) == (False, "half_open"), "one trial at a time"
     cb.record(store, "quote", ok=True, now=12)
     cb.record(store, "quote", ok=True, now=13)
     assert cb.allow(store, "quote", now=13) == (True, "closed")
@@ -884,9 +885,10 @@ def test_router_bad_input() -> None:
         AIMessage(content="", tool_calls=[{"name": "t", "args": {}, "id": "t1"}]),
         ToolMessage("x", tool_call_id="t1", artifact={"agent_guards_failure": {"kind": "weird"}}),
     ]
-    with pytest.raises(InvalidInputError) as info:
-        route_failures(bad)
-    assert (info.value.item, info.value.field) == ("t1", "agent_guards_failure.kind")
+    # a malformed artifact is reported as invalid_input, never raised (the siblings route)
+    d = route_failures(bad)
+    assert (d.verdict, d.reason, d.dropped_ids) == (Verdict.CONTINUE, "invalid_input", ("t1",))
+    assert (d.data["item"], d.data["field"]) == ("t1", "agent_guards_failure.kind")
     with pytest.raises(TypeError, match="RetryRouterPolicy"):
         route_failures([], policy="strict")  # type: ignore[arg-type]
     assert route_failures([]).data["route"] == "continue"
