@@ -6,7 +6,7 @@ export LANGGRAPH_STRICT_MSGPACK ?= true
 export LANGSMITH_TRACING ?= false
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test lint format type bench clean
+.PHONY: help demo test floors lint format type bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -30,6 +30,13 @@ demo: $(VENV)/.demo.stamp ## run the built-in scenarios (SQLite, scripted model,
 test: $(VENV)/.dev.stamp ## run the test suite (starts a throwaway PostgreSQL itself)
 	$(BIN)/python -m pytest
 
+FLOORS := .venv-floors
+floors: ## the unit suite on the lowest declared versions (.ci/floors.txt), in its own venv
+	rm -rf $(FLOORS) && $(PYTHON) -m venv $(FLOORS)
+	$(FLOORS)/bin/python -m pip install -q --upgrade pip
+	$(FLOORS)/bin/python -m pip install -q -e ".[sqlite,agents]" pytest pytest-asyncio hypothesis -c .ci/floors.txt
+	$(FLOORS)/bin/python -m pytest -q -p no:cacheprovider -o addopts="--strict-markers" -m "not postgres" tests/unit
+
 lint: $(VENV)/.dev.stamp ## ruff format --check and ruff check
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
@@ -45,4 +52,4 @@ bench: $(VENV)/.dev.stamp ## benchmarks: a table of ratios measured in one run (
 	$(BIN)/python -m benchmarks.run
 
 clean: ## remove the venv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .agent_guards .langgraph_api
+	rm -rf $(VENV) $(FLOORS) .pytest_cache .mypy_cache .ruff_cache .agent_guards .langgraph_api

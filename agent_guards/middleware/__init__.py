@@ -14,6 +14,9 @@ come from the messages, decisions go to the ``guard_log`` channel, tool executio
 * :class:`RetryRouterMiddleware` - ``wrap_tool_call`` classifies failures, checks the
   circuit breaker and retries TRANSIENT / EMPTY_ERROR failures with backoff inside the
   call; ``before_model`` ends the run on refuse / clarify / abstain / fallback routes.
+* :func:`model_retry_middleware` - LangChain's ``ModelRetryMiddleware`` retrying the model
+  call by retry_router's taxonomy (429, 5xx, timeouts, retryable ``ModelError`` types), never a
+  permission or unknown error; put ``ModelFallbackMiddleware`` before it to fall back.
 
 Unlike the graph adapter, a retry here happens inside one tool-node run: the attempts of
 that run are not checkpointed one by one (a crash mid-retry repeats them), while earlier
@@ -46,8 +49,22 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
         "agent_guards.middleware needs langchain: pip install 'agent-guards[agents]'"
     ) from err
 
+from agent_guards.middleware.context_guard import ContextGuardMiddleware
+from agent_guards.middleware.evidence_resolve import EvidenceResolveMiddleware
 from agent_guards.middleware.loop_check import LoopGuardMiddleware
-from agent_guards.middleware.retry_router import RetryRouterMiddleware
+from agent_guards.middleware.memory_resolve import MemoryAgentState, MemoryResolveMiddleware
+from agent_guards.middleware.planner_gate import PlannerGateMiddleware
+from agent_guards.middleware.retry_router import RetryRouterMiddleware, model_retry_middleware
 from agent_guards.middleware.state import GuardAgentState
 
-__all__ = ["GuardAgentState", "LoopGuardMiddleware", "RetryRouterMiddleware"]
+__all__ = [
+    "ContextGuardMiddleware",
+    "EvidenceResolveMiddleware",
+    "GuardAgentState",
+    "LoopGuardMiddleware",
+    "MemoryAgentState",
+    "MemoryResolveMiddleware",
+    "PlannerGateMiddleware",
+    "RetryRouterMiddleware",
+    "model_retry_middleware",
+]

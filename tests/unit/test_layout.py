@@ -34,6 +34,7 @@ ADAPTERS = {
     "tracing.py": "run metadata for LangSmith",
     "tool_guard/": "the ToolNode(wrap_tool_call=...) wrapper",
     "middleware/": "create_agent middleware",
+    "prebuilt/": "create_react_agent hooks, supervisor handoffs and subgraph nodes",
     "graphs/": "the reference graph",
     "evals/": "evaluations over recorded threads and checkpointers",
     "memory_resolve/store.py": "memories in a LangGraph BaseStore",

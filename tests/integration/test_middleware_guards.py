@@ -1,0 +1,278 @@
+"""context_guard, memory_resolve, evidence_resolve and planner_gate as create_agent middleware."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import TodoListMiddleware
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.memory import InMemoryStore
+from langgraph.types import interrupt
+
+from agent_guards import MemoryRecord, PlannerPolicy
+from agent_guards.memory_resolve import memory_namespace, save_memories
+from agent_guards.middleware import (
+    ContextGuardMiddleware,
+    EvidenceResolveMiddleware,
+    MemoryResolveMiddleware,
+    PlannerGateMiddleware,
+)
+from agent_guards.testing import ScriptedChatModel, tool_call_message
+
+
+async def _run(agent: Any, inputs: Any, mode: str, config: Any = None) -> dict[str, Any]:
+    if mode == "async":
+        return await agent.ainvoke(inputs, config)  # type: ignore[no-any-return]
+    return agent.invoke(inputs, config)  # type: ignore[no-any-return]
+
+
+def _history(turns: int) -> list[Any]:
+    return [
+        m
+        for i in range(turns)
+        for m in (HumanMessage(f"q{i} " + "x" * 400), AIMessage(f"a{i} " + "y" * 400))
+    ]
+
+
+# context_guard ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_context_guard_fits_what_the_model_reads_and_keeps_the_history(mode: str) -> None:
+    model = ScriptedChatModel(script=["ok"])
+    agent = create_agent(
+        model, system_prompt="Be brief.", middleware=[ContextGuardMiddleware(max_tokens=3000)]
+    )
+    history = [*_history(40), HumanMessage("the last question")]
+    out = await _run(agent, {"messages": history}, mode)
+    sent = model.calls[0]
+    assert isinstance(sent[0], SystemMessage) and sent[0].content.startswith("Be brief.")
+    assert len(sent) < len(history)
+    assert sent[-1].content == "the last question"  # the current turn always survives
+    assert len(out["messages"]) == len(history) + 1  # the state keeps everything
+    assert [d.guard for d in out["guard_log"]] == ["context_guard"]
+    assert out["guard_log"][0].verdict.value == "repair"
+
+
+def test_context_guard_within_budget_records_nothing() -> None:
+    model = ScriptedChatModel(script=["ok"])
+    agent = create_agent(model, middleware=[ContextGuardMiddleware(max_tokens=100_000)])
+    out = agent.invoke({"messages": [HumanMessage("hi")]})
+    assert out.get("guard_log", []) == []
+    assert model.calls[0][-1].content == "hi"
+
+
+def test_context_guard_over_budget_prompt_is_a_decision_not_a_crash() -> None:
+    model = ScriptedChatModel(script=["ok"])
+    agent = create_agent(
+        model, system_prompt="z" * 4000, middleware=[ContextGuardMiddleware(max_tokens=200)]
+    )
+    out = agent.invoke({"messages": [HumanMessage("hi")]})
+    assert out["guard_log"][0].reason == "invalid_input"
+    assert out["messages"][-1].content == "ok"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({"max_tokens": 0}, ValueError), ({"max_tokens": 10, "policy": 1}, TypeError)],
+)
+def test_context_guard_options_are_checked(kwargs: dict[str, Any], error: type) -> None:
+    with pytest.raises(error, match=r"max_tokens|policy"):
+        ContextGuardMiddleware(**kwargs)
+
+
+# memory_resolve -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_memories_are_arbitrated_before_the_agent_and_reach_every_model_call(
+    mode: str,
+) -> None:
+    store = InMemoryStore()
+    save_memories(
+        store,
+        memory_namespace("alice"),
+        [MemoryRecord("m1", "report_format", "pdf"), MemoryRecord("m2", "lang", "fr")],
+    )
+    model = ScriptedChatModel(script=[tool_call_message("noop", {}), "done"])
+
+    @tool
+    def noop() -> str:
+        """Do nothing."""
+        return "ok"
+
+    agent = create_agent(model, tools=[noop], store=store, middleware=[MemoryResolveMiddleware()])
+    fact = {"id": "t1", "key": "report_format", "value": "markdown"}
+    out = await _run(
+        agent,
+        {"messages": [HumanMessage("report please, in markdown")], "memory_facts": [fact]},
+        mode,
+        {"configurable": {"principal": "alice"}},
+    )
+    assert out["memory_verdict"].facts == {"report_format": "markdown", "lang": "fr"}
+    assert [d.guard for d in out["guard_log"]] == ["memory_resolve"]
+    for prompt in model.calls:  # both model calls of the run read the checked memories
+        assert '- report_format: "markdown"' in prompt[0].content
+        assert '"pdf"' not in prompt[0].content
+
+
+def test_without_a_principal_no_memory_is_read() -> None:
+    store = InMemoryStore()
+    save_memories(store, memory_namespace("alice"), [MemoryRecord("m1", "lang", "fr")])
+    model = ScriptedChatModel(script=["hi"])
+    agent = create_agent(model, store=store, middleware=[MemoryResolveMiddleware()])
+    out = agent.invoke({"messages": [HumanMessage("hello")]})
+    assert out["memory_verdict"].inject == ()
+    assert not any(isinstance(m, SystemMessage) for m in model.calls[0])
+
+
+# evidence_resolve ---------------------------------------------------------------------
+
+
+def _search_docs(docs: list[dict[str, Any]]) -> Any:
+    @tool(response_format="content_and_artifact")
+    def search_docs(q: str) -> tuple[str, list[dict[str, Any]]]:
+        """Search the policy documents."""
+        return f"{len(docs)} documents", docs
+
+    return search_docs
+
+
+def _evidence_agent(docs: list[dict[str, Any]], model: ScriptedChatModel) -> Any:
+    return create_agent(
+        model,
+        tools=[_search_docs(docs)],
+        middleware=[EvidenceResolveMiddleware(tools=["search_docs"])],
+    )
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_evidence_is_arbitrated_before_the_answer(mode: str) -> None:
+    docs = [
+        {"id": "wiki", "claim_key": "limit", "value": "30w", "source_type": "forum"},
+        {"id": "pol-7", "claim_key": "limit", "value": "50w", "source_type": "official"},
+        {"id": "hr-1", "claim_key": "limit", "value": "80w", "allowed": ["hr"]},
+    ]
+    model = ScriptedChatModel(script=[tool_call_message("search_docs", {"q": "x"}), "50w"])
+    out = await _run(_evidence_agent(docs, model), {"messages": [HumanMessage("limit?")]}, mode)
+    decision = out["guard_log"][0]
+    assert (decision.guard, decision.verdict.value, decision.selected_ids) == (
+        "evidence_resolve",
+        "answer",
+        ("pol-7",),
+    )
+    note = model.calls[1][0].content
+    assert "'50w' (from pol-7)" in note and "hr-1" not in note  # invisible to this caller
+
+
+def test_a_close_call_ends_the_run_with_the_reason() -> None:
+    docs = [
+        {"id": "a", "claim_key": "sla", "value": "99.9%", "source_type": "official"},
+        {"id": "b", "claim_key": "sla", "value": "99.5%", "source_type": "official"},
+    ]
+    model = ScriptedChatModel(script=[tool_call_message("search_docs", {"q": "x"}), "99.9%"])
+    out = _evidence_agent(docs, model).invoke({"messages": [HumanMessage("sla?")]})
+    assert len(model.calls) == 1  # the model never picks a side
+    assert out["guard_log"][0].verdict.value == "clarify"
+    assert out["messages"][-1].name == "evidence_resolve"
+
+
+def test_evidence_needs_named_sources() -> None:
+    with pytest.raises(ValueError, match="must name the retrieval tools"):
+        EvidenceResolveMiddleware(tools=[])
+
+
+# planner_gate -------------------------------------------------------------------------
+
+
+def _todos(*steps: str, done: int = 0) -> Any:
+    todos = [
+        {"content": s, "status": "completed" if i < done else "pending"}
+        for i, s in enumerate(steps)
+    ]
+    return tool_call_message("write_todos", {"todos": todos})
+
+
+def _planning_agent(script: list[Any], tools: list[Any], **kw: Any) -> tuple[Any, Any]:
+    model = ScriptedChatModel(script=script)
+    middleware = [TodoListMiddleware(), PlannerGateMiddleware(**kw)]
+    return create_agent(model, tools=tools, middleware=middleware), model
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look something up."""
+    return f"found {q}"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_replan_without_new_observations_is_refused(mode: str) -> None:
+    agent, _model = _planning_agent(
+        [_todos("search", "answer"), _todos("think", "search", "answer"), "done"], [lookup]
+    )
+    out = await _run(agent, {"messages": [HumanMessage("go")]}, mode)
+    assert [t["content"] for t in out["todos"]] == ["search", "answer"]
+    refused = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.status == "error"]
+    assert refused and refused[0].content.startswith("Plan change not accepted (critique_only)")
+    assert [(d.guard, d.verdict.value) for d in out["guard_log"]] == [("planner_gate", "execute")]
+
+
+def test_a_replan_after_execution_feedback_is_accepted_and_status_updates_pass() -> None:
+    script = [
+        _todos("search", "answer"),
+        _todos("search", "answer", done=1),  # a status update: no gate
+        tool_call_message("lookup", {"q": "rates"}),
+        _todos("search", "compare", "answer", done=1),
+        "done",
+    ]
+    agent, _model = _planning_agent(script, [lookup])
+    out = agent.invoke({"messages": [HumanMessage("go")]})
+    assert [t["content"] for t in out["todos"]] == ["search", "compare", "answer"]
+    assert [(d.verdict.value, d.reason) for d in out["guard_log"]] == [
+        ("replan", "execution_feedback")
+    ]
+
+
+def test_the_replan_budget_keeps_the_current_plan() -> None:
+    script = [_todos("a")]
+    for i in range(3):
+        script += [tool_call_message("lookup", {"q": f"q{i}"}), _todos("a", f"b{i}")]
+    script.append("done")
+    agent, _model = _planning_agent(script, [lookup], policy=PlannerPolicy(max_replans=1))
+    out = agent.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": 60})
+    reasons = [d.reason for d in out["guard_log"]]
+    assert reasons == ["execution_feedback", "replan_budget", "replan_budget"]
+    assert [t["content"] for t in out["todos"]] == ["a", "b0"]
+    assert out["messages"][-1].content == "done"
+
+
+def test_replans_without_anything_new_end_the_run_with_a_question() -> None:
+    script = [_todos("a"), _todos("b"), _todos("c"), "never reached"]
+    agent, model = _planning_agent(script, [lookup])
+    out = agent.invoke({"messages": [HumanMessage("go")]}, {"recursion_limit": 60})
+    assert [(d.verdict.value, d.reason) for d in out["guard_log"]] == [
+        ("execute", "critique_only"),
+        ("clarify", "no_new_evidence"),
+    ]
+    assert out["messages"][-1].name == "planner_gate"
+    assert len(model.calls) == 3  # ended before the model read the refusal
+
+
+def test_an_interrupt_in_a_tool_passes_through_the_gate() -> None:
+    @tool
+    def ask(q: str) -> str:
+        """Ask a human."""
+        return str(interrupt({"question": q}))
+
+    agent = create_agent(
+        ScriptedChatModel(script=[tool_call_message("ask", {"q": "ok?"}), "done"]),
+        tools=[ask],
+        middleware=[TodoListMiddleware(), PlannerGateMiddleware()],
+        checkpointer=InMemorySaver(),
+    )
+    out = agent.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "i"}})
+    assert out["__interrupt__"][0].value == {"question": "ok?"}

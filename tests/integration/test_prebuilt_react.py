@@ -1,0 +1,163 @@
+"""create_react_agent with the guards: the route through its own extension points.
+
+The natural attempt, ``create_react_agent(model, ToolCallGuard().tool_node(tools))``,
+never stops (the tools node always goes back to the model) and drops the decisions
+without the guard channels; these tests pin the supported route instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import ToolNode, create_react_agent
+from langgraph.types import Command
+
+from agent_guards import LoopPolicy, ToolCallGuard
+from agent_guards.prebuilt import GuardedReactState, guarded_react_agent, react_agent_hooks
+from agent_guards.testing import ScriptedChatModel, tool_call_message
+from agent_guards.tool_guard import annotate_tool
+
+
+def _search_tool(calls: list[str]) -> Any:
+    @tool
+    def search(q: str) -> str:
+        """Search."""
+        calls.append(q)
+        return "rates are 4%"
+
+    return annotate_tool(search, read_only=True)
+
+
+def _pay_tool(calls: list[int]) -> Any:
+    @tool
+    def pay(amount: int) -> str:
+        """Pay."""
+        calls.append(amount)
+        raise PermissionError("403 Forbidden: not allowed to pay")
+
+    return pay
+
+
+def _unanswered(messages: list[Any]) -> list[str]:
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return [
+        c["id"]
+        for m in messages
+        if isinstance(m, AIMessage)
+        for c in m.tool_calls
+        if c["id"] not in answered
+    ]
+
+
+async def _run(agent: Any, inputs: Any, mode: str, config: Any = None) -> dict[str, Any]:
+    if mode == "async":
+        return await agent.ainvoke(inputs, config)  # type: ignore[no-any-return]
+    return agent.invoke(inputs, config)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_loop_stops_within_three_model_calls(mode: str) -> None:
+    calls: list[str] = []
+    model = ScriptedChatModel(
+        script=[lambda _: tool_call_message("search", {"q": "rates"})], repeat_last=True
+    )
+    agent = guarded_react_agent(model, [_search_tool(calls)])
+    out = await _run(agent, {"messages": [HumanMessage("rates?")]}, mode)
+    assert len(model.calls) <= 3
+    assert len(calls) == 1  # the repeat was answered from the first result
+    assert [d.verdict.value for d in out["guard_log"]] == ["reuse", "nudge", "stop"]
+    assert out["usage"] == {"tool_calls": 1}
+    last = out["messages"][-1]
+    assert isinstance(last, AIMessage) and not last.tool_calls
+    assert last.content.startswith("loop_check stopped the run")
+    assert _unanswered(out["messages"]) == []
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_permission_error_executes_once(mode: str) -> None:
+    calls: list[int] = []
+    model = ScriptedChatModel(
+        script=[lambda _: tool_call_message("pay", {"amount": 5})], repeat_last=True
+    )
+    agent = guarded_react_agent(model, [_pay_tool(calls)])
+    out = await _run(agent, {"messages": [HumanMessage("pay 5")]}, mode)
+    assert calls == [5]
+    # create_react_agent always calls the model after the tools: its next call is answered
+    assert len(model.calls) == 2
+    assert [(d.guard, d.verdict.value) for d in out["guard_log"]] == [("retry_router", "refuse")]
+    assert out["messages"][-1].content.startswith("I can't do that: pay refused the request")
+    assert _unanswered(out["messages"]) == []
+
+
+def test_a_refusal_does_not_end_the_next_turn() -> None:
+    calls: list[int] = []
+    model = ScriptedChatModel(script=[tool_call_message("pay", {"amount": 5}), "x", "hello"])
+    agent = guarded_react_agent(model, [_pay_tool(calls)], checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("pay 5")]}, cfg)
+    out = agent.invoke({"messages": [HumanMessage("hi")]}, cfg)
+    assert out["messages"][-1].content == "hello"
+    assert [d.verdict.value for d in out["guard_log"]] == ["refuse"]
+
+
+def test_the_hooks_plug_into_create_react_agent_with_a_users_state() -> None:
+    class State(GuardedReactState, total=False):
+        topic: str
+
+    calls: list[str] = []
+    hooks = react_agent_hooks([_search_tool(calls)], state_schema=State)
+    model = ScriptedChatModel(
+        script=[lambda _: tool_call_message("search", {"q": "rates"})], repeat_last=True
+    )
+    agent = create_react_agent(model, **hooks.kwargs())
+    out = agent.invoke({"messages": [HumanMessage("rates?")], "topic": "fx"})
+    assert out["topic"] == "fx"
+    assert out["guard_log"][-1].verdict.value == "stop"
+    assert len(calls) == 1
+
+
+def test_an_escalation_interrupts_and_a_stop_answer_ends() -> None:
+    calls: list[str] = []
+    model = ScriptedChatModel(
+        script=[lambda _: tool_call_message("search", {"q": "rates"})], repeat_last=True
+    )
+    agent = guarded_react_agent(
+        model,
+        [_search_tool(calls)],
+        loop=LoopPolicy(on_stop="escalate"),
+        checkpointer=InMemorySaver(),
+    )
+    cfg = {"configurable": {"thread_id": "e"}}
+    first = agent.invoke({"messages": [HumanMessage("rates?")]}, cfg)
+    assert first["__interrupt__"][0].value["guard"] == "loop_check"
+    out = agent.invoke(Command(resume="stop"), cfg)
+    assert out["guard_log"][-1].verdict.value == "stop"
+    assert _unanswered(out["messages"]) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"version": "v1"}, 'needs version="v2"'),
+        ({"pre_model_hook": lambda s: {}}, "sets pre_model_hook itself"),
+        ({"state_schema": dict}, "GuardedReactState"),
+        ({"guard": ToolCallGuard(), "loop": None}, "not both"),
+    ],
+)
+def test_mistakes_fail_when_the_agent_is_built(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        guarded_react_agent(ScriptedChatModel(script=[]), [_search_tool([])], **kwargs)
+
+
+def test_a_plain_tool_node_is_rejected_with_the_fix() -> None:
+    with pytest.raises(ValueError, match="pass the list of tools"):
+        react_agent_hooks(ToolNode([_search_tool([])]))
+
+
+def test_a_guarded_tool_node_is_accepted() -> None:
+    node = ToolCallGuard().tool_node([_search_tool([])])
+    assert react_agent_hooks(node).tools is node
