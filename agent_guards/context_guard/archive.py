@@ -5,20 +5,25 @@ Public names are re-exported from :mod:`agent_guards.context_guard`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import InjectedStore
 from langgraph.store.base import BaseStore, Item, PutOp
 
 from agent_guards.context_guard.injection import quote_untrusted
 from agent_guards.context_guard.model import ArchiveRecord
+from agent_guards.evidence_resolve.boundary import identities_of
 
 __all__ = [
     "DEFAULT_NAMESPACE",
     "READER_TOOL_NAME",
     "archive_ops",
+    "archive_scope",
     "check_namespace",
     "create_archive_reader_tool",
     "read_page",
@@ -37,6 +42,40 @@ def check_namespace(namespace: Sequence[str]) -> tuple[str, ...]:
             f"got {namespace!r}"
         )
     return ns
+
+
+def archive_scope(namespace: Sequence[str], config: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """Where one run's archive lives: ``namespace`` + the principal's and the thread's label.
+
+    An archived tool result holds whatever the tool returned to that caller, so it is only
+    readable by the same principal on the same thread: the reader tool looks in the scope
+    of the run that calls it, and an archive id from another thread or principal is not
+    found. The labels are digests (store labels cannot hold ``.``, and a digest cannot be
+    spelled to reach another scope). A call with no thread and no principal (the reader
+    used outside a graph) reads and writes ``namespace`` itself.
+
+    >>> cfg = {"configurable": {"thread_id": "t1", "principal": "alice"}}
+    >>> scope = archive_scope(DEFAULT_NAMESPACE, cfg)
+    >>> scope[:2] == DEFAULT_NAMESPACE, scope[2][:2], scope[3][:2]
+    (True, 'p-', 't-')
+    >>> scope == archive_scope(DEFAULT_NAMESPACE, {"configurable": {"thread_id": "t2",
+    ...                                                             "principal": "alice"}})
+    False
+    >>> archive_scope(DEFAULT_NAMESPACE, None) == DEFAULT_NAMESPACE
+    True
+    """
+    ns = check_namespace(namespace)
+    configurable = (config or {}).get("configurable") or {}
+    thread = configurable.get("thread_id") if isinstance(configurable, Mapping) else None
+    principal = configurable.get("principal") if isinstance(configurable, Mapping) else None
+    if thread is None and principal is None:
+        return ns
+    who = sorted(identities_of(config))
+    return (*ns, _label("p", json.dumps(who)), _label("t", json.dumps(str(thread))))
+
+
+def _label(prefix: str, text: str) -> str:
+    return f"{prefix}-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
 
 
 def archive_ops(namespace: tuple[str, ...], records: Sequence[ArchiveRecord]) -> list[PutOp]:
@@ -133,11 +172,16 @@ def _readers(
             )
         return chosen
 
-    def read(archive_id: str, offset: int = 0, injected_store: Any = None) -> str:
-        return read_page(_pick(injected_store).get(ns, archive_id), archive_id, offset, page_chars)
+    def read(
+        archive_id: str, offset: int = 0, injected_store: Any = None, config: Any = None
+    ) -> str:
+        item = _pick(injected_store).get(archive_scope(ns, config), archive_id)
+        return read_page(item, archive_id, offset, page_chars)
 
-    async def aread(archive_id: str, offset: int = 0, injected_store: Any = None) -> str:
-        item = await _pick(injected_store).aget(ns, archive_id)
+    async def aread(
+        archive_id: str, offset: int = 0, injected_store: Any = None, config: Any = None
+    ) -> str:
+        item = await _pick(injected_store).aget(archive_scope(ns, config), archive_id)
         return read_page(item, archive_id, offset, page_chars)
 
     return read, aread
@@ -149,14 +193,22 @@ def _injected_store_tool(
     """The tool reading from the graph's store, injected by ``ToolNode``."""
 
     def read_injected(
-        archive_id: str, offset: int = 0, injected_store: Annotated[Any, InjectedStore()] = None
+        archive_id: str,
+        offset: int = 0,
+        injected_store: Annotated[Any, InjectedStore()] = None,
+        *,
+        config: RunnableConfig,
     ) -> str:
-        return read(archive_id, offset, injected_store)
+        return read(archive_id, offset, injected_store, config)
 
     async def aread_injected(
-        archive_id: str, offset: int = 0, injected_store: Annotated[Any, InjectedStore()] = None
+        archive_id: str,
+        offset: int = 0,
+        injected_store: Annotated[Any, InjectedStore()] = None,
+        *,
+        config: RunnableConfig,
     ) -> str:
-        return await aread(archive_id, offset, injected_store)
+        return await aread(archive_id, offset, injected_store, config)
 
     return StructuredTool.from_function(
         read_injected, coroutine=aread_injected, name=name, description=_READER_DESCRIPTION
@@ -168,11 +220,11 @@ def _fixed_store_tool(
 ) -> BaseTool:
     """The tool reading from the store it was given."""
 
-    def read_fixed(archive_id: str, offset: int = 0) -> str:
-        return read(archive_id, offset)
+    def read_fixed(archive_id: str, offset: int = 0, *, config: RunnableConfig) -> str:
+        return read(archive_id, offset, None, config)
 
-    async def aread_fixed(archive_id: str, offset: int = 0) -> str:
-        return await aread(archive_id, offset)
+    async def aread_fixed(archive_id: str, offset: int = 0, *, config: RunnableConfig) -> str:
+        return await aread(archive_id, offset, None, config)
 
     return StructuredTool.from_function(
         read_fixed, coroutine=aread_fixed, name=name, description=_READER_DESCRIPTION

@@ -30,9 +30,14 @@ from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.policy import is_number
 
 __all__ = [
+    "MAX_INT_BITS",
+    "at_position",
+    "checked_items",
     "from_mapping",
+    "link_cycles",
     "normalize_text",
     "normalize_value",
+    "shown",
     "to_confidence",
     "to_datetime",
     "to_finite",
@@ -43,6 +48,27 @@ __all__ = [
 ]
 
 DateLike = datetime | date | str
+
+MAX_INT_BITS = 13_000
+"""Integers past this (about 3,900 digits) are rejected: Python will not even print them."""
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` for an error message: short, and never raising.
+
+    An integer too large to print, or an object whose ``__repr__`` raises, is described by
+    its type instead.
+
+    >>> len(shown("x" * 100)), shown(10**5000), shown(3)
+    (80, '<int of 16610 bits>', '3')
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4000:
+        return f"<int of {value.bit_length()} bits>"
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<unprintable {type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def to_datetime(value: Any, *, item: str | None, field: str) -> datetime | None:
@@ -64,7 +90,7 @@ def to_datetime(value: Any, *, item: str | None, field: str) -> datetime | None:
             parsed = datetime.fromisoformat(text)
         except ValueError:
             raise InvalidInputError(
-                f"not an ISO-8601 date/time: {value!r}", item=item, field=field
+                f"not an ISO-8601 date/time: {shown(value)}", item=item, field=field
             ) from None
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
     raise InvalidInputError(
@@ -78,7 +104,7 @@ def to_key(value: Any, *, item: str | None, field: str) -> str:
     """A string that is not blank: a record's id or the key its claim is about."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError(
-            f"must be a non-empty string, got {value!r}", item=item, field=field
+            f"must be a non-empty string, got {shown(value)}", item=item, field=field
         )
     return value
 
@@ -88,10 +114,15 @@ def to_finite(value: Any, *, item: str | None, field: str) -> float | None:
     if value is None:
         return None
     if not is_number(value):
-        raise InvalidInputError(f"must be a number, got {value!r}", item=item, field=field)
-    number = float(value)
+        raise InvalidInputError(f"must be a number, got {shown(value)}", item=item, field=field)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
     if not math.isfinite(number):
-        raise InvalidInputError(f"must be a finite number, got {value!r}", item=item, field=field)
+        raise InvalidInputError(
+            f"must be a finite number, got {shown(value)}", item=item, field=field
+        )
     return number
 
 
@@ -99,9 +130,15 @@ def to_confidence(value: Any, *, item: str | None, field: str) -> float | None:
     """A probability in 0..1 (None passes); NaN, bools and out-of-range values are rejected."""
     if value is None:
         return None
-    if not is_number(value) or not (0.0 <= float(value) <= 1.0):  # NaN fails the comparison
-        raise InvalidInputError(f"must be a number in 0..1, got {value!r}", item=item, field=field)
-    return float(value)
+    try:
+        number = float(value) if is_number(value) else math.nan
+    except OverflowError:  # an int too large for a float is out of range
+        number = math.inf
+    if not (0.0 <= number <= 1.0):  # NaN fails the comparison
+        raise InvalidInputError(
+            f"must be a number in 0..1, got {shown(value)}", item=item, field=field
+        )
+    return number
 
 
 def to_ids(value: Any, *, item: str | None, field: str) -> tuple[str, ...]:
@@ -111,12 +148,12 @@ def to_ids(value: Any, *, item: str | None, field: str) -> tuple[str, ...]:
     values = (value,) if isinstance(value, str) else value
     if isinstance(values, Mapping) or not isinstance(values, Iterable):
         raise InvalidInputError(
-            f"must be a string or a list of strings, got {value!r}", item=item, field=field
+            f"must be a string or a list of strings, got {shown(value)}", item=item, field=field
         )
     out = tuple(values)
     if any(not isinstance(v, str) or not v for v in out):
         raise InvalidInputError(
-            f"must contain non-empty strings only, got {list(out)!r}", item=item, field=field
+            f"must contain non-empty strings only, got {shown(list(out))}", item=item, field=field
         )
     return out
 
@@ -196,14 +233,70 @@ def from_mapping(cls: type[Any], data: Any, *, key: str = "id", prefix: str = ""
         raise InvalidInputError(
             f"expected a {cls.__name__} or a mapping, got {type(data).__name__}"
         )
-    item = f"{prefix}{data[key]}" if key in data else None
+    raw_id = data.get(key)
+    item = (
+        None
+        if raw_id is None
+        else f"{prefix}{raw_id if isinstance(raw_id, str) else shown(raw_id)}"
+    )
     known = [f.name for f in fields(cls)]
-    unknown = sorted(set(data) - set(known))
+    unknown = sorted(shown(k) if not isinstance(k, str) else k for k in data if k not in known)
     if unknown:
         raise InvalidInputError(
             f"unknown key(s) {unknown}; allowed: {', '.join(known)}", item=item, field=unknown[0]
         )
     for f in fields(cls):
         if f.name not in data and f.default is MISSING and f.default_factory is MISSING:
-            raise InvalidInputError(f"missing required key {f.name!r}", item=item, field=f.name)
+            raise InvalidInputError(
+                f"missing required key {shown(f.name)}", item=item, field=f.name
+            )
     return cls(**dict(data))
+
+
+def link_cycles(links: Mapping[str, str]) -> list[list[str]]:
+    """The cycles of ``old -> new`` supersede links, each as its sorted ids, sorted.
+
+    >>> link_cycles({"a": "b", "b": "a", "c": "a"})
+    [['a', 'b']]
+    """
+    found: set[tuple[str, ...]] = set()
+    for start in links:
+        path: list[str] = []
+        node: str | None = start
+        while node is not None and node not in path:
+            path.append(node)
+            node = links.get(node)
+        if node is not None:
+            found.add(tuple(sorted(path[path.index(node) :])))
+    return [list(c) for c in sorted(found)]
+
+
+def checked_items(items: Any, *, field: str) -> Iterable[Any]:
+    """``items`` when it is a collection of items (not None, a string, a mapping or a scalar).
+
+    >>> checked_items(None, field="items")
+    Traceback (most recent call last):
+    ...
+    agent_guards.core.errors.InvalidInputError: field 'items': must be a list of items, got None
+    """
+    if items is None or isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        raise InvalidInputError(f"must be a list of items, got {shown(items)}", field=field)
+    return items
+
+
+def at_position(build: Any, raw: Any, position: int, *, field: str = "items") -> Any:
+    """``build(raw)``; an error about an item with no readable id names its position (``#3``).
+
+    An ``InvalidInputError`` keeps its field; any other exception a malformed item raises
+    while it is read (an object whose ``__str__`` raises, say) becomes one.
+    """
+    try:
+        return build(raw)
+    except InvalidInputError as err:
+        if err.item is not None:
+            raise
+        item = f"#{position}"
+        raise InvalidInputError(err.problem, item=item, field=err.field or field) from None
+    except (TypeError, ValueError, OverflowError, RecursionError, AttributeError) as err:
+        problem = f"cannot be read: {type(err).__name__}"
+        raise InvalidInputError(problem, item=f"#{position}", field=field) from None

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from agent_guards.core.decision import Verdict
-from agent_guards.core.fields import normalize_text, version_key
+from agent_guards.core.fields import link_cycles, normalize_text, version_key
 from agent_guards.evidence_resolve.model import ClaimVerdict, Evidence
 from agent_guards.evidence_resolve.policy import EvidencePolicy
 from agent_guards.evidence_resolve.timeline import Span
@@ -111,18 +111,32 @@ class Arbiter:
     def __init__(self, policy: EvidencePolicy, scope: Scope | None = None) -> None:
         self.policy = policy
         self.scope = scope or Scope()
+        self.in_cycle: frozenset[str] = frozenset()
 
     # -- claims and status ---------------------------------------------------------------
     def _superseded_by(self, items: list[Evidence]) -> dict[str, str]:
-        """Old id -> the smallest id of an item in force that supersedes it."""
+        """Old id -> the smallest id of an item in force that supersedes it.
+
+        A link only counts from a source entitled to it: one no less credible than the item
+        it replaces (a forum post saying it supersedes the official document does not).
+        """
+        by_id = {item.id: item for item in items}
         out: dict[str, str] = {}
         for item in items:
             active = item.status == "active" or item.id in self.scope.revived
             if active and item.id not in self.scope.maybe:
                 for old in item.supersedes:
-                    if old != item.id:
+                    if old != item.id and self.may_supersede(item, by_id.get(old)):
                         out[old] = min(out.get(old, item.id), item.id)
-        return out
+        # links in a cycle (a supersedes b, b supersedes a) decide nothing: the items compete,
+        # and the outcome says so (caveat ``supersedes_cycle``)
+        self.in_cycle = frozenset(i for cycle in link_cycles(out) for i in cycle)
+        return {old: new for old, new in out.items() if old not in self.in_cycle}
+
+    def may_supersede(self, new: Evidence, old: Evidence | None) -> bool:
+        """Whether ``new``'s source is entitled to replace ``old`` (no less credible)."""
+        weight = self.policy.weight
+        return old is None or weight(new.source_type) >= weight(old.source_type)
 
     def split(
         self, live: Iterable[Evidence]
@@ -155,6 +169,8 @@ class Arbiter:
     ) -> Outcome:
         """Resolve one claim; inactive items that disagree with the answer are conflicting."""
         out = self._for_entity(key, cands)
+        if any(c.id in self.in_cycle for c in cands):
+            out.caveats.add("supersedes_cycle")
         for item, why in inactive.get(key, ()):
             disagrees = self.policy.normalize(item.value) not in out.keys
             if out.verdict is Verdict.ANSWER and disagrees:

@@ -27,8 +27,15 @@ from typing import Any
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.fields import normalize_text, to_datetime, to_identities
+from agent_guards.core.fields import (
+    at_position,
+    checked_items,
+    normalize_text,
+    to_datetime,
+    to_identities,
+)
 from agent_guards.evidence_resolve.arbiter import Arbiter, Outcome, Scope
+from agent_guards.evidence_resolve.boundary import ACL_KEYS, acl_of, may_see
 from agent_guards.evidence_resolve.model import Evidence, EvidenceVerdict
 from agent_guards.evidence_resolve.policy import EvidencePolicy, fold_typography
 
@@ -38,36 +45,19 @@ GUARD = "evidence_resolve"
 _CAUTION = {Verdict.ANSWER: 0, Verdict.ABSTAIN: 1, Verdict.CLARIFY: 2, Verdict.ESCALATE: 3}
 
 
-def _raw_allowed(raw: Any) -> Any:
-    if isinstance(raw, Evidence):
-        return raw.allowed
-    if isinstance(raw, Mapping):
-        return raw.get("allowed")
-    metadata = getattr(raw, "metadata", None)
-    if isinstance(metadata, Mapping):
-        for key in ("allowed", "allowed_principals", "acl"):
-            if metadata.get(key) is not None:
-                return metadata[key]
-    return None
-
-
 def is_visible(raw: Any, identities: frozenset[str]) -> bool:
     """Whether ``identities`` may see ``raw`` (an ``Evidence``, a dict or a ``Document``).
 
-    Read from the raw ``allowed`` / ``acl`` without validating anything else, so an item the
-    caller may not see is never converted, extracted or reported.
+    Read from the raw ``allowed`` / ``allowed_principals`` / ``acl`` without validating
+    anything else, so an item the caller may not see is never converted, extracted or
+    reported. A malformed access list is not visible (fail closed).
 
     >>> is_visible({"id": "a", "allowed": ["hr"]}, frozenset({"alice"}))
     False
+    >>> is_visible({"id": "a", "acl": [["hr"]]}, frozenset({"hr"}))
+    False
     """
-    allowed = _raw_allowed(raw)
-    if allowed is None:
-        return True
-    names = {allowed} if isinstance(allowed, str) else allowed
-    try:
-        return not identities.isdisjoint(names)
-    except TypeError:  # malformed ACL: validation below names it
-        return True
+    return may_see(raw, identities) is True
 
 
 def coerce_evidence(raw: Any) -> Evidence:
@@ -83,12 +73,21 @@ def coerce_evidence(raw: Any) -> Evidence:
     if isinstance(raw, Evidence):
         return raw
     if isinstance(raw, Mapping):
-        return Evidence.from_dict(raw)
+        return Evidence.from_dict(_acl_spelled_allowed(raw))
     if hasattr(raw, "page_content") and hasattr(raw, "metadata"):
         return Evidence.from_document(raw)
     raise InvalidInputError(
         f"expected Evidence, dict or Document, got {type(raw).__name__}", field="items"
     )
+
+
+def _acl_spelled_allowed(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A dict whose access list is spelled ``acl`` / ``allowed_principals``, as ``allowed``."""
+    if "allowed" in raw or not any(key in raw for key in ACL_KEYS):
+        return raw
+    data = {k: v for k, v in raw.items() if k not in ACL_KEYS}
+    data["allowed"] = acl_of(raw)
+    return data
 
 
 def resolve_evidence(
@@ -239,10 +238,18 @@ def _scope(
 def _visible_items(items: Iterable[Any], identities: frozenset[str]) -> dict[str, Evidence]:
     """The items the caller may see, by id; an invisible item is never even validated."""
     visible: dict[str, Evidence] = {}
-    for raw in items:
-        if not is_visible(raw, identities):
+    for position, raw in enumerate(checked_items(items, field="items")):
+        seen = may_see(raw, identities)
+        if seen is None:
+            # nobody can tell who may see it, so the error must not name it (nor its value)
+            raise InvalidInputError(
+                f"the item at position {position} has a malformed access list (a string or a "
+                "list of non-empty strings is expected); it is withheld",
+                field="allowed",
+            )
+        if not seen:
             continue
-        item = coerce_evidence(raw)
+        item = at_position(coerce_evidence, raw, position)
         if not item.visible_to(identities):  # pragma: no cover - _visible saw the same ACL
             continue
         if item.id in visible:

@@ -21,7 +21,9 @@ from typing import Any, ClassVar
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import (
+    MAX_INT_BITS,
     from_mapping,
+    shown,
     to_confidence,
     to_finite,
     to_ids,
@@ -121,32 +123,54 @@ class Evidence:
     """Markers set by other guards (``"injection"``); see ``EvidencePolicy.disqualifying_flags``."""
 
     def __post_init__(self) -> None:
+        if self.allowed is not None:
+            # first, and without naming the item: with a malformed access list nobody can
+            # tell who may see this item, so its id must not reach an error, log or trace
+            allowed = self.allowed
+            if isinstance(allowed, str) or not isinstance(allowed, (list, tuple, set, frozenset)):
+                allowed = (allowed,)
+            if not all(isinstance(a, str) and a for a in allowed):
+                raise InvalidInputError(
+                    "must be a string or a list of non-empty strings (a malformed access list)",
+                    field="allowed",
+                )
+            listed = sorted(allowed) if isinstance(allowed, (set, frozenset)) else allowed
+            object.__setattr__(self, "allowed", tuple(listed))
         item = to_key(self.id, item=None, field="id")
         to_key(self.claim_key, item=item, field="claim_key")
         bad_float = isinstance(self.value, float) and not math.isfinite(self.value)
-        if not isinstance(self.value, (str, int, float)) or bad_float:
+        huge = isinstance(self.value, int) and self.value.bit_length() > MAX_INT_BITS
+        if not isinstance(self.value, (str, int, float)) or bad_float or huge:
             raise InvalidInputError(
-                f"must be a str, int, float or bool, got {self.value!r}", item=item, field="value"
+                f"must be a str, int, float or bool, got {shown(self.value)}",
+                item=item,
+                field="value",
             )
         for name in ("entity", "source_type", "basis"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
                 raise InvalidInputError(
-                    f"must be a string or None, got {getattr(self, name)!r}", item=item, field=name
+                    f"must be a string or None, got {shown(getattr(self, name))}",
+                    item=item,
+                    field=name,
                 )
         if self.version is not None and (
             isinstance(self.version, bool) or not isinstance(self.version, (str, int))
         ):
             raise InvalidInputError(
-                f"must be a string, int or None, got {self.version!r}", item=item, field="version"
+                f"must be a string, int or None, got {shown(self.version)}",
+                item=item,
+                field="version",
             )
         if self.status not in EVIDENCE_STATUSES:
             raise InvalidInputError(
-                f"must be one of {', '.join(EVIDENCE_STATUSES)}; got {self.status!r}",
+                f"must be one of {', '.join(EVIDENCE_STATUSES)}; got {shown(self.status)}",
                 item=item,
                 field="status",
             )
         if not isinstance(self.text, str):
-            raise InvalidInputError(f"must be a string, got {self.text!r}", item=item, field="text")
+            raise InvalidInputError(
+                f"must be a string, got {shown(self.text)}", item=item, field="text"
+            )
         set_ = object.__setattr__
         for name in ("updated_at", "effective_at"):
             set_(self, name, canonical_date(getattr(self, name), item=item, field=name))
@@ -159,8 +183,6 @@ class Evidence:
         set_(self, "relevance", to_finite(self.relevance, item=item, field="relevance"))
         set_(self, "supersedes", to_ids(self.supersedes, item=item, field="supersedes"))
         set_(self, "flags", to_ids(self.flags, item=item, field="flags"))
-        if self.allowed is not None:
-            set_(self, "allowed", to_ids(self.allowed, item=item, field="allowed"))
 
     @property
     def span(self) -> Span | None:

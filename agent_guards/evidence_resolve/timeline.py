@@ -31,7 +31,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any, Literal
 
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.fields import to_datetime
+from agent_guards.core.fields import shown, to_datetime
 
 __all__ = ["Span", "canonical_date"]
 
@@ -64,7 +64,9 @@ def canonical_date(value: Any, *, item: str | None, field: str) -> datetime | st
         if month and int(month.group(1)) >= 1 and 1 <= int(month.group(2)) <= 12:
             return text
         if month or _YEAR.fullmatch(text):
-            raise InvalidInputError(f"not a valid year or month: {value!r}", item=item, field=field)
+            raise InvalidInputError(
+                f"not a valid year or month: {shown(value)}", item=item, field=field
+            )
     return to_datetime(value, item=item, field=field)
 
 

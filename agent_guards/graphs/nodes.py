@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from langchain_core.exceptions import ModelError
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -15,16 +16,18 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_store
+from langgraph.errors import NodeError
 from langgraph.graph import END
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command, interrupt
 
-from agent_guards import PlanStep, PlanVersion
+from agent_guards import GuardDecision, PlanStep, PlanVersion, Verdict
 from agent_guards.budget import StopReason
-from agent_guards.context_guard import flag_evidence
+from agent_guards.context_guard import flag_evidence, tool_result_flags
 from agent_guards.core import Effect, now_from_config
 from agent_guards.core.stopping import answer_pending
 from agent_guards.evidence_resolve import evidence_from_messages
+from agent_guards.evidence_resolve.boundary import identities_of
 from agent_guards.graph import stamp
 from agent_guards.planner_gate import (
     Goal,
@@ -36,6 +39,7 @@ from agent_guards.planner_gate import (
     next_step,
     progress_update,
 )
+from agent_guards.retry_router import FailureKind, describe_failure
 from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger
 from agent_guards.tool_guard.plan import cancelled
 
@@ -55,6 +59,7 @@ from .prompts import (
     to_steps,
     usage_of,
 )
+from .repair import malformed_outcome, structured_call
 from .state import PlanExecuteState, Policies
 
 __all__ = ["Nodes", "accept_every_plan", "keep_all_evidence", "no_facts"]
@@ -172,21 +177,28 @@ class Nodes:
         versions = state.get("plans") or []
         current = current_plan(versions)
         prompt = [SystemMessage(PLAN_PROMPT), HumanMessage(plan_context(state, current))]
-        spec = ask(self.plan_model, PlanSpec, prompt)
-        version = PlanVersion(
-            len(versions) + 1,
-            to_steps(spec.steps),
-            trigger=PlanTrigger(
-                (state.get("replan_trigger") or "critique") if versions else "initial"
-            ),
-            reason=spec.reason,
-            parent=current.version if current else None,
+        trigger = PlanTrigger(
+            (state.get("replan_trigger") or "critique") if versions else "initial"
         )
-        update = {
-            "plans": [self.keep_done(versions, version)],
-            "replan_trigger": None,
-            "usage": {"model_calls": 1, "steps": 1},
-        }
+
+        def build(spec: PlanSpec) -> PlanVersion:
+            version = PlanVersion(
+                len(versions) + 1,
+                to_steps(spec.steps),
+                trigger=trigger,
+                reason=spec.reason,
+                parent=current.version if current else None,
+            )
+            return self.keep_done(versions, version)
+
+        tried = structured_call(self.plan_model, PlanSpec, prompt, build, what="plan")
+        ended, decisions = malformed_outcome("plan", tried)
+        update: dict[str, Any] = {"usage": {"model_calls": tried.calls, "steps": 1}}
+        if decisions:
+            update["guard_log"] = [stamp(d, config) for d in decisions]
+        if ended is not None:  # the run ends on a clarify that says why, not an exception
+            return Command(goto="evidence_resolve", update={**update, "outcome": ended})
+        update |= {"plans": [tried.value], "replan_trigger": None}
         return Command(goto="planner_gate", update=update)
 
     def start_step(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
@@ -228,11 +240,11 @@ class Nodes:
         step_id = state.get("current_step")
         messages = state.get("step_messages") or []
         results = [m for m in messages if isinstance(m, ToolMessage)]
-        found = evidence_from_messages(results)
-        if self.pol.guards:
-            # evidence the caller may not see never enters the state (permission is checked first)
-            who = _identities(config)
-            found = flag_evidence([e for e in found if e.visible_to(who)])
+        found = (
+            _step_evidence(results, identities_of(config))
+            if self.pol.guards
+            else evidence_from_messages(results)
+        )
         status, note, route = step_outcome(messages, self.pol.retry)
         update: dict[str, Any] = {
             "evidence": found,
@@ -266,12 +278,11 @@ class Nodes:
             return Command(goto="evidence_resolve", update={"outcome": outcome})
         current = current_plan(state.get("plans") or [])
         prompt = [SystemMessage(REVIEW_PROMPT), HumanMessage(plan_context(state, current))]
-        spec = ask(self.review_model, ReviewSpec, prompt)
-        update: dict[str, Any] = {"usage": {"model_calls": 1, "steps": 1}}
-        if spec.action == "finish":
-            return Command(goto="evidence_resolve", update=update)
-        if spec.action == "revise" and spec.steps:
-            versions = state.get("plans") or []
+        versions = state.get("plans") or []
+
+        def build(spec: ReviewSpec) -> tuple[ReviewSpec, PlanVersion | None]:
+            if spec.action != "revise" or not spec.steps:
+                return spec, None
             revised = PlanVersion(
                 len(versions) + 1,
                 to_steps(spec.steps),
@@ -279,7 +290,20 @@ class Nodes:
                 reason=spec.reason,
                 parent=current.version if current else None,
             )
-            update["plans"] = [self.keep_done(versions, revised)]
+            return spec, self.keep_done(versions, revised)
+
+        tried = structured_call(self.review_model, ReviewSpec, prompt, build, what="review")
+        ended, decisions = malformed_outcome("review", tried)
+        update: dict[str, Any] = {"usage": {"model_calls": tried.calls, "steps": 1}}
+        if decisions:
+            update["guard_log"] = [stamp(d, config) for d in decisions]
+        if ended is not None:
+            return Command(goto="evidence_resolve", update={**update, "outcome": ended})
+        spec, revised = tried.value
+        if spec.action == "finish":
+            return Command(goto="evidence_resolve", update=update)
+        if revised is not None:
+            update["plans"] = [revised]
         return Command(goto="planner_gate", update=update)
 
     def respond(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
@@ -306,6 +330,30 @@ class Nodes:
         store = get_store()
         return self.ledger.done_writes(store, str(thread)) if store is not None else []
 
+    def model_failed(self, state: PlanExecuteState, error: NodeError) -> Command[Any]:
+        """The error handler of the nodes that call the model: a model call that failed for
+        good (its retryable failures after ``model_retry_policy``'s attempts, any other at
+        once) ends the run with a reason and the confirmed partial result, never a crash.
+        An error retry_router cannot classify (a bug, not a model failure) is raised."""
+        failure = describe_failure(error.error)
+        if failure.kind is FailureKind.UNKNOWN and not isinstance(error.error, ModelError):
+            raise error.error
+        detail = f"the model call in {error.node} failed ({failure.kind.value}): " + (
+            failure.message[:160] or failure.error_type
+        )
+        outcome = {"route": "stopped", "reason": "model_failed", "detail": detail,
+                   "kind": failure.kind.value}  # fmt: skip
+        decision = GuardDecision(guard="retry_router", verdict=Verdict.STOP,
+                                 reason="model_failed", detail=detail, policy=self.pol.retry.label,
+                                 data={"node": error.node, "kind": failure.kind.value})  # fmt: skip
+        update: dict[str, Any] = {"outcome": outcome, "guard_log": [decision]}
+        if error.node == "agent":  # inside a step: the step ends, then the run
+            meta = {"agent_guards": {"reason": "model_failed", "verdict": "stop"}}
+            note = AIMessage(f"Stopped: {detail}.", name="retry_router", response_metadata=meta)
+            return Command(goto="record_step", update={**update, "step_messages": [note]})
+        goto = "respond" if error.node == "parse_goal" else "evidence_resolve"
+        return Command(goto=goto, update=update)
+
     def escalate(self, state: PlanExecuteState) -> dict[str, Any]:
         outcome = dict(state.get("outcome") or {})
         answer = interrupt(
@@ -316,12 +364,20 @@ class Nodes:
         return {"outcome": outcome, "messages": [reply]}
 
 
-def _identities(config: RunnableConfig) -> frozenset[str]:
-    """The run's principal (``configurable["principal"]``: a string or several), as ids."""
-    principal = (config.get("configurable") or {}).get("principal")
-    if principal is None:
-        return frozenset()
-    return frozenset([principal] if isinstance(principal, str) else map(str, principal))
+def _step_evidence(results: Sequence[ToolMessage], who: frozenset[str]) -> list[Any]:
+    """The evidence a step's tool results yield, each item flagged when it addresses the model.
+
+    The tools already withheld what the caller may not see (``permission_filtered``); it is
+    checked again here, for tools a subclass adds around that boundary. An item is flagged
+    for an instruction in its own text or value, or carries its tool result's flag when the
+    result's content holds one that no item accounts for.
+    """
+    found: list[Any] = []
+    for message in results:
+        items = [e for e in evidence_from_messages([message]) if e.visible_to(who)]
+        carried = bool(tool_result_flags(message.content, items))
+        found.extend(flag_evidence(items, carried=carried))
+    return found
 
 
 def _stopped(reason: StopReason) -> dict[str, Any]:

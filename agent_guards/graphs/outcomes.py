@@ -59,6 +59,8 @@ def _cite(ids: Sequence[str]) -> str:
 def _ended_early(preset: Mapping[str, Any], last: GuardDecision | None) -> dict[str, Any] | None:
     """Outcomes decided before any evidence: a preset route or the planner gate's word."""
     route = preset.get("route")
+    if route == "clarify" and preset.get("text"):  # a node said why (a malformed plan)
+        return dict(preset)
     if route == "clarify":
         asked = ", ".join(preset["missing"])
         return {**preset, "text": f"To answer this I need: {asked}. Could you tell me?"}

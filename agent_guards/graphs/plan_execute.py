@@ -43,6 +43,8 @@ from agent_guards import (
     create_memory_resolve,
     create_planner_gate,
 )
+from agent_guards.evidence_resolve.filtered import permission_filtered
+from agent_guards.retry_router import model_retry_policy
 from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger
 
 from .nodes import Nodes, accept_every_plan, keep_all_evidence, no_facts
@@ -77,7 +79,9 @@ def build_graph(
     Args:
         model: Any chat model; it must support ``bind_tools`` and ``with_structured_output``.
         tools: The tools steps may call. Tools that return ``(content, artifact)`` with a
-            list of evidence dicts (or ``Document``s) in the artifact feed evidence_resolve.
+            list of evidence dicts (or ``Document``s) in the artifact feed evidence_resolve;
+            each such result is filtered for ``configurable["principal"]`` inside the tool
+            run (:func:`~agent_guards.evidence_resolve.filtered.permission_filtered`).
         policies: Every guard's policy; :class:`Policies` defaults when omitted.
         checkpointer: Any LangGraph checkpointer (SQLite, Postgres, in-memory) or None.
         store: A ``BaseStore`` for long-term memories, circuit breakers and archived
@@ -94,16 +98,25 @@ def build_graph(
     Agent Server, a parent graph) chooses.
     """
     pol, tool_names = _checked(policies, tools, compensations)
+    if pol.guards:
+        # permission at the boundary: a tool result loses what the run's principal may not
+        # see inside the tool's own run, before any channel, prompt, trace, ledger or archive
+        tools = permission_filtered(tools)
     ledger = ledger if ledger is not None else RunLedger() if store is not None else None
     nodes = Nodes(model, tools, pol, compensations or {}, ledger=ledger)
     builder = StateGraph(PlanExecuteState)
-    builder.add_node("parse_goal", nodes.parse_goal, destinations=("memory_resolve", "respond"))
+    calls_model = _calls_model(pol, nodes)
+    builder.add_node(
+        "parse_goal", nodes.parse_goal, destinations=("memory_resolve", "respond"), **calls_model
+    )
     # Unguarded baseline: stored memories are injected as they are, the turn's facts ignored.
     extractor = None if pol.guards else no_facts
     builder.add_node(
         "memory_resolve", create_memory_resolve(policy=pol.memory, extractor=extractor)
     )
-    builder.add_node("plan", nodes.plan, destinations=("planner_gate", "evidence_resolve"))
+    builder.add_node(
+        "plan", nodes.plan, destinations=("planner_gate", "evidence_resolve"), **calls_model
+    )
     if pol.guards:
         gate = create_planner_gate(
             policy=pol.planner,
@@ -125,13 +138,15 @@ def build_graph(
         builder.add_node("planner_gate", accept_every_plan, destinations=("start_step",))
         builder.add_node("evidence_resolve", keep_all_evidence)
     builder.add_node("start_step", nodes.start_step, destinations=(nodes.first, "evidence_resolve"))
-    builder.add_node("agent", nodes.agent, destinations=("tools", "record_step"))
+    builder.add_node("agent", nodes.agent, destinations=("tools", "record_step"), **calls_model)
     builder.add_node(
         "record_step",
         nodes.record_step,
         destinations=("respond", "plan", "review", "evidence_resolve"),
     )
-    builder.add_node("review", nodes.review, destinations=("planner_gate", "evidence_resolve"))
+    builder.add_node(
+        "review", nodes.review, destinations=("planner_gate", "evidence_resolve"), **calls_model
+    )
     builder.add_node("respond", nodes.respond, destinations=("escalate", END))
     builder.add_node("escalate", nodes.escalate)
     builder.add_edge(START, "parse_goal")
@@ -141,6 +156,13 @@ def build_graph(
     _add_tools(builder, tools, pol, store=store, ledger=ledger, sleep=sleep)
     compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)
     return compiled if checkpointer is None else _durable(compiled)
+
+
+def _calls_model(pol: Policies, nodes: Nodes) -> dict[str, Any]:
+    """Options of the nodes that call the model: retryable failures (429, 5xx, timeouts,
+    retryable ``ModelError``s) get the retry policy's backoff, then every failure of the
+    model call ends the run with a reason (``Nodes.model_failed``), never a crash."""
+    return {"retry_policy": model_retry_policy(pol.retry), "error_handler": nodes.model_failed}
 
 
 def _checked(

@@ -22,7 +22,14 @@ from typing import Any
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.fields import normalize_text, to_datetime, to_identities
+from agent_guards.core.fields import (
+    at_position,
+    checked_items,
+    link_cycles,
+    normalize_text,
+    to_datetime,
+    to_identities,
+)
 from agent_guards.memory_resolve.model import MemoryRecord, MemoryVerdict, memory_value_key
 from agent_guards.memory_resolve.policy import MemoryPolicy
 
@@ -101,8 +108,8 @@ def resolve_memory(
     if clock is None:
         raise InvalidInputError("is required (the run's clock)", field="now")
     recs: dict[str, MemoryRecord] = {}
-    for raw in records:
-        record = coerce_record(raw)
+    for position, raw in enumerate(checked_items(records, field="records")):
+        record = at_position(coerce_record, raw, position, field="records")
         if record.id in recs:
             raise InvalidInputError("duplicate id", item=record.id, field="id")
         recs[record.id] = record
@@ -128,6 +135,9 @@ class _Run:
     inject: list[MemoryRecord] = field(default_factory=list)
     clarify: list[str] = field(default_factory=list)
     winners: list[MemoryRecord] = field(default_factory=list)
+    unentitled: dict[str, str] = field(default_factory=dict)
+    """Old id -> a record whose supersede link did not count (not entitled to it)."""
+    cycles: list[list[str]] = field(default_factory=list)
 
     @property
     def ordered(self) -> list[MemoryRecord]:
@@ -150,12 +160,40 @@ class _Run:
         return by_key
 
     def _link_supersedes(self) -> None:
-        """Record, for each superseded id, the first live record that supersedes it."""
+        """Record, for each superseded id, the first live record entitled to supersede it.
+
+        Links inside a cycle (a supersedes b, b supersedes a) decide nothing: they are
+        dropped and reported (``data["supersedes_cycles"]``), and the records compete.
+        """
         for r in self.ordered:
             if r.status in ("active", "superseded", "expired"):
                 for old in r.supersedes:
-                    if old != r.id:
+                    if old == r.id:
+                        continue
+                    if self._entitled(r, self.recs.get(old)):
                         self.superseded_by.setdefault(old, r.id)
+                    else:
+                        self.unentitled.setdefault(old, r.id)
+        self.cycles = link_cycles(self.superseded_by)
+        for cycle in self.cycles:
+            for rid in cycle:
+                self.superseded_by.pop(rid, None)
+
+    def _entitled(self, new: MemoryRecord, old: MemoryRecord | None) -> bool:
+        """A supersede takes effect only from a record entitled to it: in scope, ranked no
+        lower than what it replaces, and (for a user statement) not about authority."""
+        if not self.in_scope(new):
+            return False
+        if old is None:
+            return True
+        ranks = self.policy.source_ranks
+        if ranks[new.source] < ranks[old.source]:
+            return False
+        return not self._unentitled_claim(new)
+
+    def _unentitled_claim(self, r: MemoryRecord) -> bool:
+        """A user statement about the user's own authority (never a fact)."""
+        return r.source == "user_explicit" and self.policy.is_authority(r.key)
 
     def _set_aside(self, r: MemoryRecord) -> tuple[dict[str, str], str] | None:
         """Where ``r`` goes if it can never be injected (the map and the reason), else None."""
@@ -164,6 +202,8 @@ class _Run:
             return self.excluded, "deleted"
         if not self.in_scope(r):
             return self.excluded, "out_of_scope"
+        if self._unentitled_claim(r):
+            return self.excluded, "unentitled:authority"
         if r.status == "superseded":
             return self.superseded, "superseded"
         if r.id in self.superseded_by:
@@ -282,6 +322,11 @@ class _Run:
         data: dict[str, Any] = {"reasons": dict(sorted(reasons.items()))}
         if self.clarify:
             data["clarify_keys"] = list(self.clarify)
+        if self.unentitled:
+            data["unentitled_supersedes"] = dict(sorted(self.unentitled.items()))
+        if self.cycles:
+            data["supersedes_cycles"] = self.cycles
+            detail += f" Supersedes cycle(s) ignored: {self.cycles}."
         if writes:
             data["writes"] = [w.id for w in writes]
         decision = GuardDecision(

@@ -21,8 +21,10 @@ from typing import Any, Literal
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import (
+    MAX_INT_BITS,
     from_mapping,
     normalize_value,
+    shown,
     to_confidence,
     to_datetime,
     to_ids,
@@ -53,15 +55,20 @@ DEFAULT_SOURCE_RANKS: Mapping[str, int] = MappingProxyType(
 WriteBack = Literal["never", "when_asked", "always"]
 
 
-def _json_like(value: Any) -> bool:
-    if value is None or isinstance(value, (str, bool, int)):
+def _json_like(value: Any, depth: int = 0) -> bool:
+    """A JSON value: scalars (finite floats, printable ints), lists, str-keyed dicts, <= 64 deep."""
+    if value is None or isinstance(value, (str, bool)):
         return True
+    if isinstance(value, int):
+        return value.bit_length() <= MAX_INT_BITS
     if isinstance(value, float):
         return math.isfinite(value)
+    if depth >= 64:
+        return False
     if isinstance(value, (list, tuple)):
-        return all(_json_like(v) for v in value)
+        return all(_json_like(v, depth + 1) for v in value)
     if isinstance(value, Mapping):
-        return all(isinstance(k, str) and _json_like(v) for k, v in value.items())
+        return all(isinstance(k, str) and _json_like(v, depth + 1) for k, v in value.items())
     return False
 
 
@@ -124,24 +131,26 @@ class MemoryRecord:
         to_key(self.key, item=item, field="key")
         if not _json_like(self.value):
             raise InvalidInputError(
-                f"must be a JSON-like value, got {self.value!r}", item=item, field="value"
+                f"must be a JSON-like value, got {shown(self.value)}", item=item, field="value"
             )
         if isinstance(self.value, tuple):
             object.__setattr__(self, "value", list(self.value))
         for name, allowed in (("source", MEMORY_SOURCES), ("status", MEMORY_STATUSES)):
             if getattr(self, name) not in allowed:
                 raise InvalidInputError(
-                    f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}",
+                    f"must be one of {', '.join(allowed)}; got {shown(getattr(self, name))}",
                     item=item,
                     field=name,
                 )
         if self.scope is not None and (not isinstance(self.scope, str) or not self.scope):
             raise InvalidInputError(
-                f"must be a non-empty string or None, got {self.scope!r}", item=item, field="scope"
+                f"must be a non-empty string or None, got {shown(self.scope)}",
+                item=item,
+                field="scope",
             )
         if not isinstance(self.persist, bool):
             raise InvalidInputError(
-                f"must be a bool, got {self.persist!r}", item=item, field="persist"
+                f"must be a bool, got {shown(self.persist)}", item=item, field="persist"
             )
         set_ = object.__setattr__
         for name in ("created_at", "valid_until"):

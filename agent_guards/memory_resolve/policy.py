@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -15,7 +16,34 @@ from agent_guards.core.errors import check_choice
 from agent_guards.core.policy import Policy, check_bool, check_int
 from agent_guards.memory_resolve.model import DEFAULT_SOURCE_RANKS, MEMORY_SOURCES, WriteBack
 
-__all__ = ["MemoryPolicy"]
+__all__ = ["DEFAULT_AUTHORITY_KEYS", "MemoryPolicy"]
+
+_WORD = re.compile(r"[^0-9a-z]+")
+
+DEFAULT_AUTHORITY_KEYS: frozenset[str] = frozenset(
+    {
+        "role",
+        "roles",
+        "permission",
+        "permissions",
+        "authority",
+        "admin",
+        "is_admin",
+        "access",
+        "access_level",
+        "clearance",
+        "entitlement",
+        "entitlements",
+        "privilege",
+        "privileges",
+        "group",
+        "groups",
+        "scope",
+        "scopes",
+        "acl",
+    }
+)
+"""Keys (or words of a key: ``user_role``, ``account.permissions``) about what the user may do."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +72,10 @@ class MemoryPolicy(Policy):
     """Inject active inferred records (lowest rank). Default False: they wait for confirmation."""
     keep_history: bool = False
     """Also inject the active records a key's winner overrode, after the winner."""
+    authority_keys: frozenset[str] = DEFAULT_AUTHORITY_KEYS
+    """Keys about the user's own authority. A user statement never sets or overrides them
+    (``"I am admin"`` against a tool's ``role=viewer``): it is excluded as
+    ``unentitled:authority``. A key matches when it, or one of its words, is listed."""
     write_back: WriteBack = "when_asked"
     """Persist current-turn instructions: never, when_asked (``persist=True``) or always."""
     name: str = "MemoryPolicy"
@@ -68,4 +100,22 @@ class MemoryPolicy(Policy):
         for name in ("inject_inferred", "keep_history"):
             check_bool(f"MemoryPolicy.{name}", getattr(self, name))
         check_choice("write_back", self.write_back, ("never", "when_asked", "always"))
+        keys = self.authority_keys
+        if isinstance(keys, str) or not all(isinstance(k, str) and k for k in keys):
+            raise ValueError(f"MemoryPolicy.authority_keys must be key names, got {keys!r}")
+        object.__setattr__(self, "authority_keys", frozenset(k.casefold() for k in keys))
         self.check_label()
+
+    def is_authority(self, key: str) -> bool:
+        """Whether ``key`` is about the user's authority (see ``authority_keys``).
+
+        >>> p = MemoryPolicy()
+        >>> p.is_authority("user_role"), p.is_authority("Account.Permissions")
+        (True, True)
+        >>> p.is_authority("lang"), p.is_authority("report_format")
+        (False, False)
+        """
+        folded = key.casefold()
+        return folded in self.authority_keys or any(
+            word in self.authority_keys for word in _WORD.split(folded) if word
+        )

@@ -16,6 +16,7 @@ from typing import Any
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.planner_gate.checks import check_count
+from agent_guards.planner_gate.goal import Goal
 from agent_guards.planner_gate.goal import missing_constraints as goal_missing
 from agent_guards.planner_gate.model import PlanStatus, PlanStep, PlanTrigger, PlanVersion
 from agent_guards.planner_gate.ops import next_step
@@ -368,7 +369,7 @@ def _context(
         "executed_steps": executed,
         "observations": observed,
     }
-    missing = tuple(goal_missing(goal)) if goal is not None else ()
+    missing = tuple(goal_missing(Goal.coerce(goal))) if goal is not None else ()
     in_force = [v for v in plans[:-1] if v.status is not PlanStatus.REJECTED]
     stale, best, similar_to = 0, 0.0, None
     if missing:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.fields import from_mapping, shown
 from agent_guards.planner_gate.checks import check_strs, check_text
 
 __all__ = ["Goal", "missing_constraints"]
@@ -63,13 +64,29 @@ class Goal:
             isinstance(k, str) and k for k in self.constraints
         ):
             raise InvalidInputError(
-                f"must map non-empty names to values, got {self.constraints!r}",
+                f"must map non-empty names to values, got {shown(self.constraints)}",
                 item="goal",
                 field="constraints",
             )
         object.__setattr__(self, "constraints", dict(self.constraints))
         for name in ("required", "dimensions"):
             object.__setattr__(self, name, check_strs(getattr(self, name), item="goal", name=name))
+
+    @classmethod
+    def coerce(cls, goal: Any) -> Goal:
+        """A :class:`Goal` from a goal or its JSON form (a mapping, as LangGraph Studio or an
+        SDK client writes it); anything else is rejected naming the field.
+
+        >>> Goal.coerce({"intent": "compare", "required": ["region"]}).missing()
+        ('region',)
+        """
+        if isinstance(goal, cls):
+            return goal
+        if isinstance(goal, Mapping):
+            return from_mapping(cls, goal, key="intent")  # type: ignore[no-any-return]
+        raise InvalidInputError(
+            f"must be a Goal or a mapping, got {type(goal).__name__}", item="goal", field="goal"
+        )
 
     def missing(self) -> tuple[str, ...]:
         """Required constraints without a usable value, in ``required`` order."""

@@ -27,7 +27,7 @@ from typing import Any
 
 from agent_guards.core.decision import StrEnum
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.fields import from_mapping
+from agent_guards.core.fields import from_mapping, shown
 from agent_guards.planner_gate.checks import (
     check_count,
     check_enum,
@@ -172,7 +172,7 @@ class PlanStep:
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
             raise InvalidInputError(
-                f"a step needs a non-empty string id, got {self.id!r}", field="id"
+                f"a step needs a non-empty string id, got {shown(self.id)}", field="id"
             )
         item, put = self.id, object.__setattr__
         check_text(self.description, item=item, name="description")
@@ -182,7 +182,7 @@ class PlanStep:
         check_text(self.note, item=item, name="note")
         if not isinstance(self.args, Mapping):
             raise InvalidInputError(
-                f"args must be a mapping, got {self.args!r}", item=item, field="args"
+                f"args must be a mapping, got {shown(self.args)}", item=item, field="args"
             )
         put(self, "args", dict(self.args))
         for name in ("depends_on", "evidence_ids", "call_ids"):
@@ -194,7 +194,9 @@ class PlanStep:
         put(self, "timeout_s", check_step_duration(self.timeout_s, item=item, name="timeout_s"))
         if self.approved is not None and not isinstance(self.approved, bool):
             raise InvalidInputError(
-                f"must be True, False or None, got {self.approved!r}", item=item, field="approved"
+                f"must be True, False or None, got {shown(self.approved)}",
+                item=item,
+                field="approved",
             )
 
     @classmethod
@@ -209,6 +211,17 @@ class PlanStep:
         for name in ("depends_on", "evidence_ids", "call_ids"):
             out[name] = list(out[name])
         return out
+
+
+def _step_at(data: Any, position: int, version: str) -> PlanStep:
+    """One step of a version; an error about a step with no readable id names its position."""
+    try:
+        return PlanStep.from_dict(data)
+    except InvalidInputError as err:
+        if err.item is not None:
+            raise
+        where = f"{version} step #{position}"
+        raise InvalidInputError(err.problem, item=where, field=err.field or "steps") from None
 
 
 @dataclass(frozen=True)
@@ -249,9 +262,9 @@ class PlanVersion:
         item, put = self.id, object.__setattr__
         if isinstance(self.steps, (str, Mapping)) or not isinstance(self.steps, Iterable):
             raise InvalidInputError(
-                f"must be a list of steps, got {self.steps!r}", item=item, field="steps"
+                f"must be a list of steps, got {shown(self.steps)}", item=item, field="steps"
             )
-        steps = tuple(PlanStep.from_dict(s) for s in self.steps)
+        steps = tuple(_step_at(s, i, item) for i, s in enumerate(self.steps))
         put(self, "steps", steps)
         put(self, "trigger", check_enum(PlanTrigger, self.trigger, item=item, name="trigger"))
         put(self, "status", check_enum(PlanStatus, self.status, item=item, name="status"))
@@ -262,7 +275,7 @@ class PlanVersion:
             or not 1 <= self.parent < self.version
         ):
             raise InvalidInputError(
-                f"must be an earlier version number or None, got {self.parent!r}",
+                f"must be an earlier version number or None, got {shown(self.parent)}",
                 item=item,
                 field="parent",
             )
@@ -327,7 +340,7 @@ def _check_graph(steps: tuple[PlanStep, ...]) -> None:
         for dep in s.depends_on:
             if dep not in ids:
                 raise InvalidInputError(
-                    f"depends on unknown step {dep!r}", item=s.id, field="depends_on"
+                    f"depends on unknown step {shown(dep)}", item=s.id, field="depends_on"
                 )
     indegree = {s.id: len(set(s.depends_on)) for s in steps}
     dependents: dict[str, list[str]] = {s.id: [] for s in steps}

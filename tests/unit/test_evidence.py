@@ -324,7 +324,11 @@ def test_round_trip_to_dict() -> None:
 @pytest.mark.parametrize(
     ("make", "item", "field"),
     [
-        (lambda: resolve_evidence([{"claim_key": "k", "value": "1"}]), None, "id"),
+        (
+            lambda: resolve_evidence([{"claim_key": "k", "value": "1"}]),
+            "#0",
+            "id",
+        ),  # named by its position (issue 15)
         (lambda: ev("", "1"), None, "id"),
         (lambda: resolve_evidence([ev("a", "1"), ev("a", "2")]), "a", "id"),
         (lambda: ev("a", "1", updated_at="yesterday"), "a", "updated_at"),
@@ -340,16 +344,18 @@ def test_round_trip_to_dict() -> None:
         (lambda: ev("a", "1", status="archived"), "a", "status"),
         (lambda: Evidence("a", "", "1"), "a", "claim_key"),
         (lambda: ev("a", "1", supersedes=[""]), "a", "supersedes"),
-        (lambda: ev("a", "1", allowed=[3]), "a", "allowed"),
+        # a malformed access list: nobody can tell who may see the item, so it is not named
+        (lambda: ev("a", "1", allowed=[3]), None, "allowed"),
         (lambda: resolve_evidence([{"id": "a", "claim_key": "k"}]), "a", "value"),
         (
             lambda: resolve_evidence([{"id": "a", "claim_key": "k", "value": 1, "colour": "red"}]),
             "a",
             "colour",
         ),
-        (lambda: resolve_evidence([Document("x", metadata={"claim_key": "k"})]), None, "id"),
+        # an item with no id is named by its position (issue 15)
+        (lambda: resolve_evidence([Document("x", metadata={"claim_key": "k"})]), "#0", "id"),
         (lambda: resolve_evidence([Document("x", id="d")]), "d", "claim_key"),
-        (lambda: resolve_evidence([42]), None, "items"),
+        (lambda: resolve_evidence([42]), "#0", "items"),
         (lambda: resolve_evidence([ev("a", "1")], as_of="soon"), None, "as_of"),
         (lambda: resolve_evidence([ev("a", "1")], principal=[1]), None, "principal"),
         (lambda: resolve_evidence([ev("a", "1")], entity=""), None, "entity"),
@@ -519,10 +525,26 @@ def test_law_a_newer_more_authoritative_item_wins(items: list[Evidence], data: A
 @LAWS
 @given(items=evidence_lists(with_partitions=False))
 def test_law_superseding_everything_wins(items: list[Evidence]) -> None:
+    # from a source entitled to it: no less credible than anything it replaces (issue 15
+    # changed this law: an unsourced item used to win by saying it supersedes officials)
     ids = [e.id for e in items if e.claim_key == "k"]
-    new = Evidence("new", "k", "fresh", supersedes=ids, updated_at=DAY0)
+    new = Evidence("new", "k", "fresh", supersedes=ids, updated_at=DAY0, source_type="official")
     v = resolve_evidence([*[e for e in items if e.claim_key == "k"], new], principal="hr")
     assert (v.verdict, v.value) == (Verdict.ANSWER, "fresh")
+
+
+@LAWS
+@given(items=evidence_lists(with_partitions=False))
+def test_law_a_weaker_source_never_wins_by_claiming_to_supersede(items: list[Evidence]) -> None:
+    claim = [e for e in items if e.claim_key == "k"]
+    weak = Evidence("weak", "k", "forged", supersedes=[e.id for e in claim], source_type="forum",
+                    updated_at=DAY0 + timedelta(days=3650), confidence=1.0)  # fmt: skip
+    without = resolve_evidence(claim, principal="hr")
+    v = resolve_evidence([*claim, weak], principal="hr")
+    by_id = {e.id: e for e in claim}
+    if any(by_id[i].source_type == "official" for i in without.selected_ids):
+        # an answer the official source gave is never replaced by the forum's say-so
+        assert v.value != "forged" and "weak" not in v.selected_ids
 
 
 @LAWS
@@ -633,6 +655,7 @@ def test_pure_cores_import_nothing_from_langgraph(module: str) -> None:
         "agent_guards.core.fields",
         "agent_guards.core.policy",
         "agent_guards.evidence_resolve.model",
+        "agent_guards.evidence_resolve.boundary",
         "agent_guards.evidence_resolve.policy",
         "agent_guards.evidence_resolve.arbiter",
         "agent_guards.evidence_resolve.timeline",

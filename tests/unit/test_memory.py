@@ -170,7 +170,11 @@ def test_facts_property_and_format() -> None:
 @pytest.mark.parametrize(
     ("make", "item", "field"),
     [
-        (lambda: resolve_memory([{"key": "k", "value": 1}], now=NOW), None, "id"),
+        (
+            lambda: resolve_memory([{"key": "k", "value": 1}], now=NOW),
+            "#0",
+            "id",
+        ),  # named by its position (issue 15)
         (lambda: resolve_memory([rec("a", 1), rec("a", 2)], now=NOW), "a", "id"),
         (lambda: rec("a", 1, created_at="last week"), "a", "created_at"),
         (lambda: rec("a", 1, valid_until="2026-02-30"), "a", "valid_until"),
@@ -185,7 +189,7 @@ def test_facts_property_and_format() -> None:
         (lambda: rec("a", 1, persist="yes"), "a", "persist"),
         (lambda: MemoryRecord.from_dict({"id": "a", "key": "k"}), "a", "value"),
         (lambda: MemoryRecord.from_dict({"id": "a", "key": "k", "value": 1, "ttl": 3}), "a", "ttl"),
-        (lambda: resolve_memory([3], now=NOW), None, "records"),
+        (lambda: resolve_memory([3], now=NOW), "#0", "records"),
         (lambda: resolve_memory([], now=None), None, "now"),
         (lambda: resolve_memory([], now="tomorrow"), None, "now"),
         (lambda: resolve_memory([], now=NOW, scopes=[None]), None, "scopes"),

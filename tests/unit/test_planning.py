@@ -290,7 +290,12 @@ def test_decision_data_carries_the_evidence_for_the_verdict() -> None:
             [{"version": 1, "steps": [{"id": "a", "cost": 3}]}], {}, "a", "cost", id="unknown-key"
         ),
         pytest.param(
-            [{"version": 1, "steps": [{"description": "x"}]}], {}, None, "id", id="step-without-id"
+            # named by the version and the step's position (issue 15)
+            [{"version": 1, "steps": [{"description": "x"}]}],
+            {},
+            "v1 step #0",
+            "id",
+            id="step-without-id",
         ),
         pytest.param(
             [{"version": 1, "steps": [{"id": "a", "risk": "extreme"}]}],
