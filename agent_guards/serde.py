@@ -14,10 +14,13 @@ Example:
     True
 """
 
+import hashlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from langchain_core.messages import BaseMessage, convert_to_messages
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph.message import add_messages
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.state import DEFAULT_LOG_SIZE, keep_last
@@ -37,8 +40,10 @@ __all__ = [
     "GUARD_STATE_TYPES",
     "RENAMED_MODULES",
     "GuardSerializer",
+    "add_messages_stable",
     "delta_channel",
     "delta_log",
+    "delta_messages",
     "guard_serializer",
     "serde_allowlist",
 ]
@@ -234,3 +239,61 @@ def delta_log(n: int = DEFAULT_LOG_SIZE, *, snapshot_frequency: int = 100) -> An
         {'guard_log': ['b', 'c']}
     """
     return delta_channel(keep_last(n), snapshot_frequency=snapshot_frequency)
+
+
+def _stable_ids(left: Any, right: Any) -> Any:
+    """``right`` as messages, each without an id given one derived from where it lands.
+
+    ``add_messages`` gives an id-less message a random uuid when it is added. A delta
+    channel adds it again each time a past state is rebuilt from the stored writes, so a
+    random id would differ between the run and its replay (and a later replacement by id
+    would miss). The id here is a digest of the previous message's id, the position and
+    the message itself: the same writes rebuild the same ids.
+    """
+    items = right if isinstance(right, list) else [right]
+    if all(isinstance(m, BaseMessage) and m.id for m in items):
+        return right
+    msgs = convert_to_messages(items)
+    prev = [m.id for m in convert_to_messages(left if isinstance(left, list) else [left])[-1:]]
+    base = f"{len(left) if isinstance(left, list) else 1}\x1f{prev[0] if prev else ''}"
+    out: list[BaseMessage] = []
+    for i, m in enumerate(msgs):
+        if m.id:
+            out.append(m)
+            continue
+        text = f"{base}\x1f{i}\x1f{m.type}\x1f{m.content!r}"
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        out.append(m.model_copy(update={"id": f"msg-{digest}"}))
+    return out
+
+
+def add_messages_stable(left: Any, right: Any) -> Any:
+    """``add_messages`` that gives an id-less message an id derived from where it lands
+    (the reducer of :func:`delta_messages`; replaying the same writes gives the same ids)."""
+    return add_messages(left, _stable_ids(left or [], right))
+
+
+def delta_messages(*, snapshot_frequency: int = 100) -> Any:
+    """A messages channel (``add_messages``) that checkpoints only what each step adds.
+
+    With the plain ``add_messages`` channel SqliteSaver copies the whole list into every
+    checkpoint, so one 10 MB tool result is stored again at each super-step until it
+    leaves the list. As a delta channel (:func:`delta_channel`) the result is stored once,
+    in the write of the step that produced it, plus in a full snapshot every
+    ``snapshot_frequency`` updates. Messages written without an id get one derived from
+    their position (not a random uuid), so rebuilding a past state gives the same ids.
+
+    Use it as ``step_messages: Annotated[list[AnyMessage], delta_messages()]``.
+
+    Example:
+        >>> from typing import Annotated, TypedDict
+        >>> from langchain_core.messages import AnyMessage
+        >>> from langgraph.graph import StateGraph
+        >>> class State(TypedDict):
+        ...     notes: Annotated[list[AnyMessage], delta_messages()]
+        >>> g = StateGraph(State).add_node("say", lambda s: {"notes": [("ai", "done")]})
+        >>> out = g.set_entry_point("say").compile().invoke({"notes": [("user", "go")]})
+        >>> [m.type for m in out["notes"]], out["notes"][1].id.startswith("msg-")
+        (['human', 'ai'], True)
+    """
+    return delta_channel(add_messages_stable, snapshot_frequency=snapshot_frequency)

@@ -6,12 +6,15 @@
 2. Checkpoint bytes per step on SQLite at super-step 10, 100 and 1000 of one long run:
    the serialized checkpoint (every channel, as SqliteSaver stores it) and the part the
    guard channels take. Flat means the run's length does not make each step heavier.
-3. Model calls until the run stops, guarded vs unguarded, for the looping scenarios.
+3. A large tool result (10 MB; 1 MB with ``--quick``) in one step of a plan, on SQLite with
+   a SqliteStore: how much the checkpoint file grows per byte of the result.
+4. Model calls until the run stops, guarded vs unguarded, for the looping scenarios.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import statistics
@@ -24,6 +27,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.store.sqlite import SqliteStore
 
 from agent_guards import Budget, guard_serializer
 from agent_guards.graphs.plan_execute import Policies, build_graph
@@ -131,12 +135,14 @@ def guard_overhead(quick: bool) -> list[dict[str, Any]]:
             "name": "guard overhead per run: guards on / off",
             "value": round(on / off, 2),
             "unit": "x",
+            "target": "<= 1.20",
             "note": "includes the extra guard nodes (context_guard, planner_gate, evidence_resolve)",
         },
         {
             "name": "guard overhead per super-step: on / off",
             "value": round((on / supersteps[True]) / (off / supersteps[False]), 2),
             "unit": "x",
+            "target": "<= 1.05",
             "note": "time per super-step, guarded vs unguarded",
         },
     ]
@@ -187,10 +193,54 @@ def checkpoint_growth(quick: bool) -> list[dict[str, Any]]:
             "name": f"bytes per super-step, step {at[-1]} / step {at[0]}",
             "value": round(mean[at[-1]] / mean[at[0]], 2),
             "unit": "x",
+            "target": "<= 1.10",
             "note": "~1 = flat; guard_log, plans and evidence are delta channels",
         }
     )
     return rows
+
+
+def _big_lookup(size: int) -> Any:
+    @tool("lookup", response_format="content_and_artifact")
+    def big_lookup(i: int) -> tuple[str, list[dict[str, Any]]]:
+        """Look up record i (record 2 is a large export)."""
+        text = ("x" * 99 + "\n") * (size // 100) if i == 2 else f"record {i % 5}"
+        return text, [{"id": f"rec_{i}", "claim_key": "records", "value": "ok"}]
+
+    return big_lookup
+
+
+def large_result(quick: bool) -> list[dict[str, Any]]:
+    """SQLite file growth for one large tool result, over the result's size."""
+    size = (1 if quick else 10) * 1024 * 1024
+    with tempfile.TemporaryDirectory() as tmp:
+        db, store_db = Path(tmp) / "cp.sqlite", Path(tmp) / "store.sqlite"
+        conn = sqlite3.connect(str(db), check_same_thread=False)
+        store_conn = sqlite3.connect(str(store_db), check_same_thread=False, isolation_level=None)
+        store = SqliteStore(store_conn)
+        store.setup()
+        graph = build_graph(
+            long_plan(4).model(),
+            [_big_lookup(size)],
+            policies=_policies(True, 4),
+            checkpointer=SqliteSaver(conn, serde=guard_serializer()),
+            store=store,
+        )
+        config: Any = {"configurable": {"thread_id": "big", "agent_guards_now": "2026-06-01"}}
+        graph.invoke({"messages": [("user", "audit the records")]}, config)
+        conn.close()
+        store_conn.close()
+        grown, archived = os.path.getsize(db), os.path.getsize(store_db)
+    mb = size / 2**20
+    return [
+        {
+            "name": f"large tool result ({mb:.0f} MB): SQLite checkpoint growth / size",
+            "value": round(grown / size, 2),
+            "unit": "x",
+            "target": "<= 2.00",
+            "note": f"checkpoint file {grown / 2**20:.1f} MB; archive (SqliteStore) {archived / 2**20:.1f} MB",
+        }
+    ]
 
 
 def looping_scenarios(quick: bool) -> list[dict[str, Any]]:
@@ -216,7 +266,12 @@ def looping_scenarios(quick: bool) -> list[dict[str, Any]]:
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
-    return [*guard_overhead(quick), *checkpoint_growth(quick), *looping_scenarios(quick)]
+    return [
+        *guard_overhead(quick),
+        *checkpoint_growth(quick),
+        *large_result(quick),
+        *looping_scenarios(quick),
+    ]
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@ Each module exposes ``run(quick: bool = False) -> list[dict]`` with rows
 so they compare like with like on whatever machine runs them. Results are also written
 to ``bench-results.json`` so two runs can be compared.
 
-Usage: ``python -m benchmarks.run [--quick] [--only NAME] [--json PATH]``
+Headline rows carry the issue's target beside each ratio ("<= 1.20", "0.80-1.20") and
+whether this run met it; ``--readme`` rewrites the README's benchmark table from them.
+
+Usage: ``python -m benchmarks.run [--quick] [--only NAME] [--json PATH] [--readme [PATH]]``
 """
 
 from __future__ import annotations
@@ -45,52 +48,182 @@ def run_all(*, quick: bool = False, only: list[str] | None = None) -> list[dict[
     return rows
 
 
-# The ratios the project reports (issue acceptance): (label, topic, row-name prefix).
+# The ratios the project reports (issue acceptance): (label, topic, row-name prefix, target).
+# A target is "<= x", ">= x" or "a-b"; "" shows the ratio without one.
 HEADLINES = (
-    ("guard overhead, reference graph (on / off)", "graph", "guard overhead per run"),
-    ("detect_loop, 10k / 100 messages", "loops", "detect_loop cost 10k / 100"),
-    ("resolve_evidence, 10k / 1k items", "evidence", "resolve_evidence growth 1,000 -> 10,000"),
-    ("fit_context, 10k / 1k messages", "context", "fit_context time, 10,000 / 1,000"),
-    ("checkpoint bytes per step, step 1000 / 10", "graph", "bytes per super-step, step 1000"),
-    ("model calls until stop, unguarded / guarded", "graph", ""),
-    ("import agent_guards / import langgraph.graph", "imports", "import agent_guards /"),
-    ("run ledger per tool call, InMemoryStore", "ledger", "run ledger per tool call, InMemory"),
-    ("run ledger per tool call, SqliteStore (WAL)", "ledger", "run ledger per tool call, Sqlite"),
+    (
+        "guard overhead per run, reference graph (on / off)",
+        "graph",
+        "guard overhead per run",
+        "<= 1.20",
+    ),
+    (
+        "guard overhead per super-step (on / off)",
+        "graph",
+        "guard overhead per super-step",
+        "<= 1.05",
+    ),
+    ("detect_loop, 10k / 100 messages", "loops", "detect_loop cost 10k / 100", "<= 1.50"),
+    (
+        "fit_context under the threshold, 1k / 100 messages",
+        "context",
+        "fit_context under the threshold, 1,000 / 100",
+        "<= 1.50",
+    ),
+    (
+        "fit_context under the threshold, 10k / 100 messages",
+        "context",
+        "fit_context under the threshold, 10,000 / 100",
+        "<= 1.50",
+    ),
+    (
+        "fit_context compressing, 10k / 1k messages",
+        "context",
+        "fit_context time, 10,000 / 1,000",
+        "",
+    ),
+    ("token counter / o200k, Chinese", "tokens", "token counter / o200k, chinese", "0.80-1.20"),
+    (
+        "token counter / o200k, English prose",
+        "tokens",
+        "token counter / o200k, english, prose",
+        "0.80-1.20",
+    ),
+    (
+        "token counter / o200k, English technical",
+        "tokens",
+        "token counter / o200k, english, technical",
+        "0.80-1.20",
+    ),
+    ("token counter / o200k, mixed", "tokens", "token counter / o200k, mixed", "0.80-1.20"),
+    (
+        "large tool result: SQLite checkpoint growth / result size",
+        "graph",
+        "large tool result",
+        "<= 2.00",
+    ),
+    (
+        "checkpoint bytes per step, step 1000 / 10",
+        "graph",
+        "bytes per super-step, step 1000",
+        "<= 1.10",
+    ),
+    ("resolve_evidence, 10k / 1k items", "evidence", "resolve_evidence growth 1,000 -> 10,000", ""),
+    ("model calls until stop, unguarded / guarded", "graph", "", ""),
+    ("import agent_guards / import langgraph.graph", "imports", "import agent_guards /", ""),
+    ("run ledger per tool call, InMemoryStore", "ledger", "run ledger per tool call, InMemory", ""),
+    (
+        "run ledger per tool call, SqliteStore (WAL)",
+        "ledger",
+        "run ledger per tool call, Sqlite",
+        "",
+    ),
+    (
+        "retry storm, 50 callers on one 429 tool: peak retries/s, budget / cap",
+        "retry_storm",
+        "retry storm, 50 callers on one 429 tool: peak retries/s with",
+        "<= 1.00",
+    ),
 )
 
 
+def meets(value: float, target: str) -> bool | None:
+    """Whether ``value`` meets ``target`` ("<= x", ">= x", "a-b"); None without a target.
+
+    Example:
+        >>> meets(1.1, "<= 1.20"), meets(0.7, "0.80-1.20"), meets(3.0, "")
+        (True, False, None)
+    """
+    target = target.strip()
+    if not target:
+        return None
+    if target.startswith("<="):
+        return value <= float(target[2:])
+    if target.startswith(">="):
+        return value >= float(target[2:])
+    low, high = (float(x) for x in target.split("-"))
+    return low <= value <= high
+
+
+def _headline(label: str, row: dict[str, Any], target: str) -> dict[str, Any]:
+    target = target or str(row.get("target", ""))
+    return {
+        "topic": "headline",
+        "name": label,
+        "value": row["value"],
+        "unit": row["unit"],
+        "target": target,
+        "met": meets(float(row["value"]), target) if row["unit"] == "x" else None,
+        "note": row.get("note", ""),
+    }
+
+
 def headlines(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The headline ratios, picked from the rows of one run."""
+    """The headline ratios, picked from the rows of one run, each with its target."""
     out = []
-    for label, topic, prefix in HEADLINES:
+    for label, topic, prefix, target in HEADLINES:
         for r in rows:
-            if r["topic"] != topic or r["unit"] != "x" or not r["name"].startswith(prefix):
+            if r["topic"] != topic or r["unit"] not in ("x", "skip"):
+                continue
+            if prefix and not r["name"].startswith(prefix):
                 continue
             if not prefix and "unguarded / guarded" not in r["name"]:
                 continue
             name = label if prefix else f"{label}: {r['name'].split(':')[0]}"
-            out.append(
-                {
-                    "topic": "headline",
-                    "name": name,
-                    "value": r["value"],
-                    "unit": "x",
-                    "note": r.get("note", ""),
-                }
-            )
+            out.append(_headline(name, r, target))
     return out
 
 
+def _shown(value: Any) -> str:
+    return f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"
+
+
+def _status(row: dict[str, Any]) -> str:
+    if row.get("unit") == "skip":
+        return "skip"
+    met = row.get("met", meets(float(row["value"]), str(row.get("target", ""))))
+    return "" if met is None else "ok" if met else "MISS"
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
-    header = f"{'topic':<10} {'benchmark':<58} {'value':>12}  unit  note"
+    header = f"{'topic':<10} {'benchmark':<62} {'value':>10}  unit  {'target':<10} {'':<4}  note"
     lines = [header, "-" * len(header)]
     for r in rows:
-        value = r["value"]
-        shown = f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"
         lines.append(
-            f"{r['topic']:<10} {r['name']:<58} {shown:>12}  {r['unit']:<5} {r.get('note', '')}"
+            f"{r['topic']:<10} {r['name']:<62} {_shown(r['value']):>10}  {r['unit']:<5} "
+            f"{r.get('target', '')!s:<10} {_status(r):<4}  {r.get('note', '')}"
         )
     return "\n".join(lines)
+
+
+README_START = "<!-- bench-results: start (python -m benchmarks.run --readme) -->"
+README_END = "<!-- bench-results: end -->"
+
+
+def readme_table(headline_rows: list[dict[str, Any]]) -> str:
+    """The README's benchmark table (markdown) from the headline rows of one run."""
+    lines = ["| benchmark | value | target | | note |", "|---|---:|---|---|---|"]
+    for r in headline_rows:
+        note = str(r.get("note", "")).replace("|", "/")
+        lines.append(
+            f"| {r['name']} | {_shown(r['value'])} {r['unit']} | {r.get('target', '')} "
+            f"| {_status(r)} | {note} |"
+        )
+    return "\n".join(lines)
+
+
+def replace_readme_table(text: str, table: str) -> str:
+    """``text`` with the block between the README markers replaced by ``table``.
+
+    Example:
+        >>> doc = f"intro\\n{README_START}\\nold\\n{README_END}\\nrest"
+        >>> replace_readme_table(doc, "| new |").splitlines()[2]
+        '| new |'
+    """
+    head, found, tail = text.partition(README_START)
+    if not found or README_END not in tail:
+        raise ValueError(f"README has no {README_START!r} ... {README_END!r} block")
+    return f"{head}{README_START}\n{table}\n{README_END}{tail.split(README_END, 1)[1]}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,6 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     parser.add_argument("--only", action="append", help="run only this topic (repeatable)")
     parser.add_argument("--json", default="bench-results.json", help="where to write results")
+    parser.add_argument(
+        "--readme",
+        nargs="?",
+        const="README.md",
+        help="regenerate the README's benchmark table from this run (default README.md)",
+    )
     args = parser.parse_args(argv)
     rows = run_all(quick=args.quick, only=args.only)
     top = headlines(rows)
@@ -113,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     payload = {"meta": meta, "headlines": top, "rows": rows}
     Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
     print(f"\nwrote {args.json}")
+    if args.readme:
+        path = Path(args.readme)
+        path.write_text(replace_readme_table(path.read_text(), readme_table(top)))
+        print(f"regenerated the benchmark table in {path}")
     return 0
 
 

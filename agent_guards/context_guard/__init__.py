@@ -2,7 +2,11 @@
 tool-call pairs, and flag instructions injected into tool results.
 """
 
-from agent_guards.context_guard.archive import DEFAULT_NAMESPACE, create_archive_reader_tool
+from agent_guards.context_guard.archive import (
+    DEFAULT_NAMESPACE,
+    archive_scope,
+    create_archive_reader_tool,
+)
 from agent_guards.context_guard.core import fit_context
 from agent_guards.context_guard.graph import ContextState, create_context_guard
 from agent_guards.context_guard.injection import (
@@ -12,6 +16,7 @@ from agent_guards.context_guard.injection import (
     flag_evidence,
     quote_untrusted,
     scan_injection,
+    tool_result_flags,
 )
 from agent_guards.context_guard.model import ArchiveRecord, ContextBudgetError, ContextVerdict
 from agent_guards.context_guard.policy import ContextPolicy
@@ -30,6 +35,7 @@ __all__ = [
     "ContextState",
     "ContextVerdict",
     "InjectionPolicy",
+    "archive_scope",
     "create_archive_reader_tool",
     "create_context_guard",
     "fit_context",
@@ -37,5 +43,6 @@ __all__ = [
     "pin_message",
     "quote_untrusted",
     "scan_injection",
+    "tool_result_flags",
     "with_summary_text",
 ]

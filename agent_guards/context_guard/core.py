@@ -15,6 +15,7 @@ Everything removed is archived too (``archive_dropped``), so it stays readable b
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from agent_guards.context_guard.model import ArchiveRecord, ContextBudgetError, ContextVerdict
 from agent_guards.context_guard.policy import MARKER, ContextPolicy
 from agent_guards.context_guard.steps import (
+    DEFAULT_COUNTER,
     Counter,
     Labelled,
     PinnedItem,
@@ -36,6 +38,7 @@ from agent_guards.context_guard.steps import (
     treat_tools,
 )
 from agent_guards.context_guard.summary import marker, outline_summary, render_history, stable_hash
+from agent_guards.context_guard.tokens import usage_scale
 from agent_guards.context_guard.verdict import Fitted, decide
 from agent_guards.core.errors import InvalidInputError
 
@@ -93,7 +96,9 @@ def fit_context(
             guard wrote that are not pinned any more are dropped as stale.
         tools: Tools bound to the model; their schemas count against the budget.
         token_counter: The model itself (its own counter) or a ``messages -> int`` callable,
-            called one message at a time; ``count_tokens_approximately`` when omitted.
+            called one message at a time. When omitted (or the model has no counter of its
+            own) :func:`~agent_guards.context_guard.tokens.count_tokens_cjk` estimates (CJK
+            text at o200k rates), scaled up by the last reply's ``usage_metadata``.
         archive: False when there is no store: nothing is moved out, compression still runs.
 
     Returns:
@@ -125,10 +130,10 @@ def fit_context(
             f"answer reserve {reserve} leaves no room in max_tokens {max_tokens}",
             field="reserve_tokens",
         )
-    count = make_counter(token_counter)
-    b = _Budget(pol, count, max_tokens, reserve, max_tokens - reserve, tool_tokens(tools), archive)
+    schemas = tool_tokens(tools)
+    count, tok = _counting(msgs, token_counter, schemas)
+    b = _Budget(pol, count, max_tokens, reserve, max_tokens - reserve, schemas, archive)
     labels = [m.id or f"#{i}" for i, m in enumerate(msgs)]
-    tok: dict[int, int] = {id(m): count(m) for m in msgs}
     tokens_before = sum(tok.values()) + b.tool_tokens
     pin_ids, extras = resolve_pins(pinned, msgs, labels)
 
@@ -177,6 +182,28 @@ def fit_context(
         changed=changed,
     )
     return decide(pol, fit)
+
+
+def _counting(
+    msgs: list[BaseMessage], token_counter: TokenCounter | None, schemas: int
+) -> tuple[Counter, dict[int, int]]:
+    """The counter for this call and each message's tokens.
+
+    An estimate (no counter of the model's own) is scaled up by the last reply's
+    ``usage_metadata`` when the provider counted more than the estimate did.
+    """
+    count = make_counter(token_counter)
+    tok = {id(m): count(m) for m in msgs}
+    if count is DEFAULT_COUNTER:
+        scale = usage_scale(msgs, [tok[id(m)] for m in msgs], schemas)
+        if scale > 1.0:
+            base = count
+
+            def count(m: BaseMessage) -> int:
+                return math.ceil(base(m) * scale)
+
+            tok = {id(m): count(m) for m in msgs}
+    return count, tok
 
 
 def _select(

@@ -48,6 +48,7 @@ from langgraph.store.base import BaseStore, PutOp
 from agent_guards.context_guard.archive import (
     DEFAULT_NAMESPACE,
     archive_ops,
+    archive_scope,
     check_namespace,
 )
 from agent_guards.context_guard.core import fit_context
@@ -115,7 +116,7 @@ def create_context_guard(
             summary body. Without one, or when it fails, the structure-keeping outline is used.
         tools: The tools bound to the model: their schemas count against the budget.
         token_counter: The model (its own counter) or a ``messages -> int`` callable;
-            ``count_tokens_approximately`` when omitted.
+            ``count_tokens_cjk`` (CJK-aware, o200k-like) when omitted.
         store: Where long content is archived; ``None`` uses the graph's store. Without any
             store nothing is archived (compression still summarizes).
         namespace: Store namespace for archived content (the reader tool's default too).
@@ -224,7 +225,13 @@ class ContextGuardNode:
             if (v := state_value(state, k)) not in _EMPTY
         ]
         if self.pinned_ids_key:
-            pins.extend(str(i) for i in state_value(state, self.pinned_ids_key) or ())
+            ids = state_value(state, self.pinned_ids_key) or ()
+            if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
+                raise InvalidInputError(
+                    f"must be a list of message or tool-call ids, got {type(ids).__name__}",
+                    field=self.pinned_ids_key,
+                )
+            pins.extend(str(i) for i in ids)
         if self.pin is not None:
             pins.extend(self.pin(state))
         store = self.store if self.store is not None else graph_store(config)
@@ -309,7 +316,10 @@ class ContextGuardNode:
             verdict=verdict,
             store=store,
             summary=summary,
-            writes=archive_ops(self.namespace, verdict.archives) if store is not None else [],
+            # scoped to the run's principal and thread: only they may read it back
+            writes=archive_ops(archive_scope(self.namespace, config), verdict.archives)
+            if store is not None
+            else [],
         )
 
     def end(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -9,10 +10,11 @@ from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from agent_guards.context_guard.injection import quote_untrusted, scan_injection
+from agent_guards.context_guard.injection import InjectionPolicy, quote_untrusted, scan_injection
 from agent_guards.context_guard.model import ArchiveRecord
 from agent_guards.context_guard.policy import MARKER, ContextPolicy
 from agent_guards.context_guard.summary import archive_reference, marker, stable_hash
+from agent_guards.context_guard.tokens import cached_counter, has_own_counter
 from agent_guards.core.errors import InvalidInputError
 
 __all__ = [
@@ -33,11 +35,18 @@ PinnedItem = str | BaseMessage
 Labelled = list[tuple[str, BaseMessage]]
 
 
+DEFAULT_COUNTER: Counter = cached_counter()
+"""The default one-message counter: ``count_tokens_cjk`` (o200k-like), memoized."""
+
+
 def make_counter(token_counter: TokenCounter | None) -> Counter:
-    """One-message token counter: a model's own counter, a list counter, or the approximation."""
+    """One-message token counter: a model's own counter, a list counter, or the CJK-aware
+    estimate (``count_tokens_cjk``) for None and for a model without a counter of its own."""
     if token_counter is None:
-        return lambda m: count_tokens_approximately([m])
+        return DEFAULT_COUNTER
     if isinstance(token_counter, BaseLanguageModel):
+        if not has_own_counter(token_counter):
+            return DEFAULT_COUNTER
         model = token_counter
         return lambda m: model.get_num_tokens_from_messages([m])
     if callable(token_counter):
@@ -62,15 +71,15 @@ def resolve_pins(
 ) -> tuple[set[str], list[BaseMessage]]:
     """Resolve pinned ids (message ids or tool call ids) to labels; copy pinned messages."""
     items: Iterable[Any] = (pinned,) if isinstance(pinned, (str, BaseMessage)) else pinned
-    by_call: dict[str, str] = {}
-    for m, label in zip(msgs, labels, strict=True):
-        if isinstance(m, ToolMessage):
-            by_call[m.tool_call_id] = label
-        elif isinstance(m, AIMessage):
-            by_call.update({cid: label for c in m.tool_calls if (cid := c.get("id"))})
     known = set(labels)
     ids: set[str] = set()
     extras: dict[str, BaseMessage] = {}
+    items = list(items)
+    by_call = (
+        {}  # nothing pinned by a tool call id: no need to scan the history for them
+        if all(isinstance(i, BaseMessage) or i in known for i in items)
+        else _call_labels(msgs, labels)
+    )
     for item in items:
         if isinstance(item, BaseMessage):
             mid = item.id or f"agent_guards-pinned-{stable_hash(item.type, str(item.content))}"
@@ -91,14 +100,72 @@ def resolve_pins(
     return ids, list(extras.values())
 
 
+def _call_labels(msgs: Sequence[BaseMessage], labels: list[str]) -> dict[str, str]:
+    by_call: dict[str, str] = {}
+    for m, label in zip(msgs, labels, strict=True):
+        if isinstance(m, ToolMessage):
+            by_call[m.tool_call_id] = label
+        elif isinstance(m, AIMessage):
+            by_call.update({cid: label for c in m.tool_calls if (cid := c.get("id"))})
+    return by_call
+
+
+_SCAN_MEMO_SIZE = 32_768  # texts per policy
+_SCAN_MEMO_CHARS = 16_000_000  # characters of text the memo may keep alive per policy
+_SCAN_MAX_TEXT = 200_000  # longer texts are scanned each time, never kept alive
+
+
+class _ScanMemo:
+    """``scan_injection`` under one policy, memoized per text (a pure function cache).
+
+    Bounded in entries and in the characters it keeps alive; a miss only costs a rescan.
+    """
+
+    __slots__ = ("chars", "policy", "texts")
+
+    def __init__(self, policy: InjectionPolicy) -> None:
+        self.policy = policy
+        self.texts: dict[str, tuple[str, ...]] = {}
+        self.chars = 0
+
+    def __call__(self, text: str) -> tuple[str, ...]:
+        if len(text) > _SCAN_MAX_TEXT:
+            return scan_injection(text, self.policy)
+        hit = self.texts.get(text)
+        if hit is None:
+            if len(self.texts) >= _SCAN_MEMO_SIZE or self.chars >= _SCAN_MEMO_CHARS:
+                self.texts.clear()
+                self.chars = 0
+            hit = self.texts[text] = scan_injection(text, self.policy)
+            self.chars += len(text)
+        return hit
+
+
+_SCANS: weakref.WeakKeyDictionary[InjectionPolicy, _ScanMemo] = weakref.WeakKeyDictionary()
+
+
+def scanner(policy: InjectionPolicy) -> Callable[[str], tuple[str, ...]]:
+    """``scan_injection`` under ``policy``, memoized per text (bounded)."""
+    memo = _SCANS.get(policy)
+    if memo is None:
+        memo = _SCANS[policy] = _ScanMemo(policy)
+    return memo
+
+
 def _process_tool(
-    m: ToolMessage, label: str, tokens: int, pol: ContextPolicy, archive_ok: bool
+    m: ToolMessage,
+    label: str,
+    tokens: int,
+    pol: ContextPolicy,
+    archive_ok: bool,
+    *,
+    scan: Callable[[str], tuple[str, ...]],
 ) -> tuple[BaseMessage, ArchiveRecord | None, tuple[str, ...]]:
     mark = marker(m)
     if mark.get("archive_id") or mark.get("flags") is not None:
         return m, None, ()  # already handled in an earlier pass
-    text = str(m.text)
-    flags = scan_injection(text, pol.injection) if pol.scan_tool_output else ()
+    text = m.content if isinstance(m.content, str) else str(m.text)
+    flags = scan(text) if pol.scan_tool_output else ()
     limit = pol.archive_over_tokens
     if (
         archive_ok
@@ -189,10 +256,11 @@ def treat_tools(
     flagged: dict[str, tuple[str, ...]] = {}
     replaced: list[str] = []
     body: Labelled = []
+    scan = scanner(pol.injection)
     for label, m in rest:
         new: BaseMessage = m
         if isinstance(m, ToolMessage):
-            new, record, flags = _process_tool(m, label, tok[id(m)], pol, archive)
+            new, record, flags = _process_tool(m, label, tok[id(m)], pol, archive, scan=scan)
             if record is not None:
                 records.append(record)
             if flags:

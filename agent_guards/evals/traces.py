@@ -29,8 +29,9 @@ graph's own reducers. Without it, the channels the drafter reads are rebuilt fro
 checkpointer: the value stored in the checkpoint (a snapshot or a plain value) or else the
 parent's value plus the writes stored with the parent, as LangGraph's
 ``BaseCheckpointSaver.get_delta_channel_history`` does; ``plans``, ``evidence``,
-``guard_log`` and ``messages`` replay with this package's reducers (``merge_plans``,
-``merge_evidence``, ``keep_last``, ``add_messages``), other channels need ``reducers=``.
+``guard_log``, ``messages`` and the reference graph's ``step_messages`` replay with this
+package's reducers (``merge_plans``, ``merge_evidence``, ``keep_last``,
+``add_messages_stable``), other channels need ``reducers=``.
 
 The run's config is read from the checkpoint metadata (LangGraph copies ``configurable``
 values there): ``principal`` and ``agent_guards_now``. Other guards' decisions
@@ -83,10 +84,13 @@ def _checkpoint_id(config: Any) -> Any:
 
 
 def _default_reducers(keys: Mapping[str, str]) -> dict[str, Callable[[Any, Any], Any]]:
-    from langgraph.graph.message import add_messages
+    from agent_guards.serde import add_messages_stable  # plain add_messages values are stored
 
-    named = {"plans": merge_plans, "evidence": merge_evidence, "messages": add_messages}
-    out: dict[str, Callable[[Any, Any], Any]] = {"guard_log": keep_last(DEFAULT_LOG_SIZE)}
+    named = {"plans": merge_plans, "evidence": merge_evidence, "messages": add_messages_stable}
+    out: dict[str, Callable[[Any, Any], Any]] = {
+        "guard_log": keep_last(DEFAULT_LOG_SIZE),
+        "step_messages": add_messages_stable,  # the reference graph's ReAct sub-loop (deltas)
+    }
     for logical, reducer in named.items():
         out[keys.get(logical, DEFAULT_KEYS[logical])] = reducer
     return out

@@ -8,7 +8,6 @@ from typing import Annotated, Any, Literal
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import MessagesState
-from langgraph.graph.message import add_messages
 
 from agent_guards import (
     Budget,
@@ -31,7 +30,7 @@ from agent_guards.budget import recursion_limit_for
 from agent_guards.core.cancel import StopRequest, is_stop_request
 from agent_guards.evidence_resolve import merge_evidence
 from agent_guards.planner_gate import merge_plans
-from agent_guards.serde import delta_channel, delta_log
+from agent_guards.serde import delta_channel, delta_log, delta_messages
 
 __all__ = ["SUPERSTEPS_PER_STEP", "PlanExecuteState", "Policies", "run_config"]
 
@@ -49,7 +48,9 @@ class PlanExecuteState(MessagesState, PlanState, EvidenceState, MemoryState, Con
     guard_log: Annotated[list[GuardDecision], delta_log()]  # type: ignore[misc]
     plans: Annotated[list[PlanVersion], delta_channel(merge_plans)]  # type: ignore[misc]
     evidence: Annotated[list[Evidence], delta_channel(merge_evidence)]  # type: ignore[misc]
-    step_messages: Annotated[list[AnyMessage], add_messages]
+    # The step's ReAct messages as deltas too: a large tool result is stored once (in the
+    # write of the tools step), not in every checkpoint until the step ends.
+    step_messages: Annotated[list[AnyMessage], delta_messages()]
     current_step: str | None
     replan_trigger: str | None
     outcome: dict[str, Any]

@@ -1,12 +1,24 @@
-"""`make bench` keeps working: every benchmark module runs in quick mode and yields rows."""
+"""`make bench` keeps working: every benchmark module runs in quick mode and yields rows,
+the headline ratios carry their targets, and the README table is regenerated from a run.
+No timing is asserted: only that the figures are computed from real runs."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
-from benchmarks.run import discover, format_table, run_all
+from benchmarks.run import (
+    README_END,
+    README_START,
+    discover,
+    format_table,
+    main,
+    meets,
+    run_all,
+)
 
 
 @pytest.mark.parametrize("module", discover())
@@ -17,3 +29,38 @@ def test_benchmark_runs_quick(module: str) -> None:
         assert set(row) >= {"topic", "name", "value", "unit"}
         assert isinstance(row["value"], (int, float)) and math.isfinite(row["value"])
     assert module.removeprefix("bench_") in format_table(rows)
+
+
+def test_headlines_carry_their_targets_and_the_readme_table_is_regenerated(
+    tmp_path: Path,
+) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{README_START}\nold table\n{README_END}\nrest\n")
+    out = tmp_path / "bench.json"
+    argv = ["--quick", "--only", "tokens", "--only", "context", "--json", str(out)]
+    assert main([*argv, "--readme", str(readme)]) == 0
+    payload = json.loads(out.read_text())
+    heads = {h["name"]: h for h in payload["headlines"]}
+    idle = heads["fit_context under the threshold, 10k / 100 messages"]
+    assert idle["target"] == "<= 1.50" and idle["met"] == meets(idle["value"], "<= 1.50")
+    text = readme.read_text()
+    assert "old table" not in text and text.startswith("intro\n") and text.endswith("rest\n")
+    assert "| fit_context under the threshold, 10k / 100 messages |" in text
+
+
+def test_token_rows_come_from_a_real_tokenizer_or_say_why_not() -> None:
+    rows = run_all(quick=True, only=["tokens"])
+    if rows[0]["unit"] == "skip":
+        assert "no real tokenizer" in rows[0]["note"]
+        return
+    zh = next(r for r in rows if r["name"] == "token counter / o200k, chinese")
+    assert zh["target"] == "0.80-1.20" and 0 < zh["value"] < 5
+    assert "count_tokens_approximately" in zh["note"]
+
+
+@pytest.mark.parametrize(
+    ("value", "target", "met"),
+    [(1.2, "<= 1.20", True), (1.21, "<= 1.20", False), (0.8, "0.80-1.20", True), (2, "", None)],
+)
+def test_targets_read_as_written(value: float, target: str, met: bool | None) -> None:
+    assert meets(value, target) is met

@@ -107,7 +107,7 @@ def test_without_the_run_config_it_is_read_back_from_the_checkpoint() -> None:
         replay_config({"configurable": {"thread_id": "t1", "checkpoint_id": "x"}})
 
 
-USER_MODULE = '''
+USER_MODULE = """
 from langchain_core.messages import SystemMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
@@ -132,7 +132,7 @@ builder.add_edge(START, "memory_resolve")
 builder.add_edge("memory_resolve", "respond")
 builder.add_edge("respond", END)
 graph = builder.compile()  # checkpointer-free, as langgraph.json wants it
-'''
+"""
 
 
 def test_history_and_replay_work_on_any_thread_of_any_graph(

@@ -711,13 +711,18 @@ FRAGMENTS = [
 @settings(max_examples=300, deadline=None)
 @given(parts=st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=8), max_size=12))
 def test_scan_prefilter_never_changes_the_result(parts: list[str]) -> None:
-    """The literal prefilter is only a speed-up: same flags as running every regex."""
+    """The literal prefilter is only a speed-up: same flags as running every regex on
+    every view of the text (normalized, joined, folded, decoded)."""
     from agent_guards.context_guard import DEFAULT_INJECTION_PATTERNS
+    from agent_guards.context_guard.injection import scan_views
 
     text = "".join(parts)
+    views = scan_views(text)
     full = tuple(
-        name
-        for name, rx in DEFAULT_INJECTION_PATTERNS
-        if re.search(rx, text, re.IGNORECASE | re.MULTILINE)
+        dict.fromkeys(  # several patterns share a name (one per language): reported once
+            name
+            for name, rx in DEFAULT_INJECTION_PATTERNS
+            if any(re.search(rx, view, re.IGNORECASE | re.MULTILINE) for view in views)
+        )
     )
     assert scan_injection(text) == full

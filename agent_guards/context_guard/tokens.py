@@ -1,0 +1,172 @@
+"""Token counting for the context guard: a CJK-aware estimate, the model's own counter, usage.
+
+The default counter, :func:`count_tokens_cjk`, targets the o200k family (the tokenizer of
+GPT-4o, GPT-4.1, GPT-5 and the o-series; DeepSeek and Qwen tokenizers read Chinese at a similar
+rate): CJK characters (Han, kana, Hangul, full-width punctuation) count 0.75 token each, every
+other character is counted like ``count_tokens_approximately`` (4 characters a token, plus the
+per-message overhead). ``count_tokens_approximately`` alone reads Chinese at a quarter of a
+token a character, about a third of what a real tokenizer spends, so a Chinese conversation
+would overflow a window the guard believes is a third full. cl100k models (GPT-4, GPT-3.5)
+spend about 1.1 tokens a Chinese character: pass ``cjk_tokens_per_char=1.1`` for them.
+
+Per-message counts are memoized in a bounded cache keyed by what the count is a function of
+(role, name, content, tool calls), so a long history is not re-counted before every model
+call and a replay counts exactly the same.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from functools import partial
+from typing import Any
+
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+from langchain_core.messages.utils import MessageLikeRepresentation, count_tokens_approximately
+
+__all__ = [
+    "CJK_TOKENS_PER_CHAR",
+    "count_tokens_cjk",
+    "has_own_counter",
+    "usage_scale",
+]
+
+CJK_TOKENS_PER_CHAR = 0.75
+"""Tokens per CJK character in the o200k family (measured: ``benchmarks/bench_tokens.py``)."""
+
+_BASE_CHARS_PER_TOKEN = 4.0  # count_tokens_approximately's default
+_CJK_RUN = re.compile(
+    "[\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f"
+    "\uff00-\uffef\U00020000-\U0002fa1f]+"
+)
+_MAX_SCALE = 1.5  # usage_metadata may scale the estimate up, never by more than this
+
+
+def _cjk_chars(text: str) -> int:
+    return 0 if text.isascii() else sum(map(len, _CJK_RUN.findall(text)))
+
+
+def _message_cjk(m: BaseMessage) -> int:
+    """CJK characters in the parts ``count_tokens_approximately`` counts as text."""
+    content = m.content
+    if isinstance(content, str):
+        n = _cjk_chars(content)
+    else:
+        n = 0
+        for block in content:
+            if isinstance(block, str):
+                n += _cjk_chars(block)
+            elif isinstance(block, dict) and block.get("type") == "text":
+                n += _cjk_chars(str(block.get("text", "")))
+    if isinstance(m, AIMessage) and isinstance(content, str) and m.tool_calls:
+        n += _cjk_chars(repr(m.tool_calls))
+    return n
+
+
+def count_tokens_cjk(
+    messages: Iterable[MessageLikeRepresentation],
+    *,
+    cjk_tokens_per_char: float = CJK_TOKENS_PER_CHAR,
+    tools: list[Any] | None = None,
+) -> int:
+    """Estimate the tokens of ``messages``: CJK characters at ``cjk_tokens_per_char``.
+
+    Everything else is counted as ``count_tokens_approximately`` counts it, so English text
+    gets the same number as before and Chinese text about what an o200k tokenizer spends.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from langchain_core.messages.utils import count_tokens_approximately
+        >>> zh = [HumanMessage("帮我总结一下这个项目的所有需求变更" * 10)]
+        >>> count_tokens_approximately(zh), count_tokens_cjk(zh)
+        (47, 132)
+        >>> en = [HumanMessage("Summarize every requirement change of this project.")]
+        >>> count_tokens_cjk(en) == count_tokens_approximately(en)
+        True
+    """
+    msgs = convert_to_messages(messages)
+    base = count_tokens_approximately(msgs, tools=tools)
+    cjk = sum(_message_cjk(m) for m in msgs)
+    if not cjk:
+        return base
+    return base + math.ceil(cjk * (cjk_tokens_per_char - 1 / _BASE_CHARS_PER_TOKEN))
+
+
+def has_own_counter(model: BaseLanguageModel[Any]) -> bool:
+    """True when ``model`` overrides LangChain's generic counter (which needs ``transformers``
+    and a GPT-2 vocabulary, wrong for any current model)."""
+    cls = type(model)
+    return any(
+        getattr(cls, name) is not getattr(BaseLanguageModel, name)
+        for name in ("get_num_tokens_from_messages", "get_num_tokens", "get_token_ids")
+    )
+
+
+def usage_scale(messages: Sequence[BaseMessage], tokens: Sequence[int], tool_tokens: int) -> float:
+    """How much to scale an estimate up from the last AIMessage's ``usage_metadata``.
+
+    ``total_tokens`` of the last reply that reports it is what the provider counted for the
+    context up to and including that reply; the estimate of the same prefix is compared with
+    it. The scale is kept in [1, 1.5]: usage only ever makes the guard more careful, and a
+    model node that adds a prompt of its own cannot make it panic.
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if not isinstance(m, AIMessage):
+            continue
+        total = m.usage_metadata.get("total_tokens") if m.usage_metadata else None
+        if isinstance(total, int) and not isinstance(total, bool) and total > 0:
+            estimate = sum(tokens[: i + 1]) + tool_tokens
+            return min(_MAX_SCALE, max(1.0, total / estimate)) if estimate > 0 else 1.0
+    return 1.0
+
+
+def cached_counter(cjk_tokens_per_char: float = CJK_TOKENS_PER_CHAR) -> _MemoCounter:
+    """A one-message :func:`count_tokens_cjk` with a bounded memo (a pure function cache)."""
+    return _MemoCounter(partial(count_tokens_cjk, cjk_tokens_per_char=cjk_tokens_per_char))
+
+
+_MEMO_SIZE = 16_384  # entries
+_MEMO_CHARS = 16_000_000  # characters of content the memo may keep alive
+_MEMO_MAX_TEXT = 200_000  # longer texts are counted each time (a scan is cheap next to them)
+
+
+class _MemoCounter:
+    """``message -> tokens``, memoized by everything the count depends on (never by identity).
+
+    Bounded in entries and in the characters it keeps alive; a miss only costs a recount.
+    """
+
+    __slots__ = ("_chars", "_count", "_memo")
+
+    def __init__(self, count: Any) -> None:
+        self._count = count
+        self._memo: dict[tuple[Any, ...], int] = {}
+        self._chars = 0
+
+    def __call__(self, m: BaseMessage) -> int:
+        content = m.content
+        if not isinstance(content, str) or len(content) > _MEMO_MAX_TEXT:
+            return int(self._count([m]))
+        calls = repr(m.tool_calls) if isinstance(m, AIMessage) and m.tool_calls else ""
+        call_id = m.tool_call_id if isinstance(m, ToolMessage) else ""
+        role = m.role if isinstance(m, ChatMessage) else None
+        key = (type(m), role, m.name, call_id, calls, content)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = int(self._count([m]))
+            if len(self._memo) >= _MEMO_SIZE or self._chars >= _MEMO_CHARS:
+                self._memo.clear()
+                self._chars = 0
+            self._memo[key] = hit
+            self._chars += len(content) + len(calls)
+        return hit

@@ -1,0 +1,103 @@
+"""The context guard's default token counter: CJK text, the model's counter, usage_metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
+from agent_guards.context_guard import fit_context
+from agent_guards.context_guard.steps import DEFAULT_COUNTER, make_counter
+from agent_guards.context_guard.tokens import count_tokens_cjk, has_own_counter, usage_scale
+from agent_guards.core import Verdict
+
+ZH = "根据二零二四年发布的补贴管理办法，申请企业需要在每季度结束后提交材料。"
+
+
+class CountingModel(FakeListChatModel):
+    """A chat model with a counter of its own: one token per character."""
+
+    def get_num_tokens_from_messages(self, messages: Any, tools: Any = None) -> int:
+        return sum(len(str(m.content)) for m in messages)
+
+
+def test_60k_chinese_characters_are_not_a_quarter_of_a_64k_window() -> None:
+    text = (ZH * (60_000 // len(ZH) + 1))[:60_000]
+    old = count_tokens_approximately([HumanMessage(text)]) / (64_000 * 0.9)
+    v = fit_context([HumanMessage(text, id="q")], max_tokens=64_000, archive=False)
+    assert old < 0.3
+    assert v.usage_before > 0.75 and v.verdict is not Verdict.CONTINUE
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        HumanMessage("Compare the subsidy rules of 2023 and 2024."),
+        AIMessage("", tool_calls=[{"name": "search", "args": {"q": "x"}, "id": "c1"}]),
+        ToolMessage("hit 1: " + "x" * 400, tool_call_id="c1", name="search"),
+    ],
+)
+def test_non_cjk_text_counts_as_count_tokens_approximately(message: BaseMessage) -> None:
+    assert count_tokens_cjk([message]) == count_tokens_approximately([message])
+
+
+def test_cjk_in_tool_calls_and_text_blocks_is_counted() -> None:
+    call = AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "北京" * 20}, "id": "c"}])
+    blocks = HumanMessage([{"type": "text", "text": ZH}])
+    assert count_tokens_cjk([call]) == count_tokens_approximately([call]) + 20  # 40 x 0.5
+    # 35 CJK characters at 0.75 instead of 0.25 a token: + 17.5, rounded up
+    assert count_tokens_cjk([blocks]) == count_tokens_approximately([blocks]) + 18
+
+
+def test_cjk_rate_is_a_parameter() -> None:
+    msgs = [HumanMessage(ZH * 10)]
+    assert count_tokens_cjk(msgs, cjk_tokens_per_char=1.1) > count_tokens_cjk(msgs)
+
+
+def test_memo_counts_equal_messages_alike_and_never_returns_a_stale_count() -> None:
+    a = HumanMessage(ZH, id="m")
+    assert DEFAULT_COUNTER(a) == DEFAULT_COUNTER(HumanMessage(str(ZH), id="other"))
+    longer = HumanMessage(ZH * 3, id="m")  # same id, new content
+    assert DEFAULT_COUNTER(longer) == count_tokens_cjk([longer]) > DEFAULT_COUNTER(a)
+    tool = ToolMessage(ZH, tool_call_id="a")
+    assert DEFAULT_COUNTER(tool) == count_tokens_cjk([tool])
+
+
+def test_a_model_counter_is_used_only_when_the_model_has_one() -> None:
+    own, generic = CountingModel(responses=["x"]), FakeListChatModel(responses=["x"])
+    assert has_own_counter(own) and not has_own_counter(generic)
+    assert make_counter(generic) is DEFAULT_COUNTER
+    assert make_counter(own)(HumanMessage("abcd")) == 4
+
+
+def _with_usage(total: int) -> list[BaseMessage]:
+    reply = AIMessage(
+        "done " * 50,
+        id="a",
+        usage_metadata={"input_tokens": total - 60, "output_tokens": 60, "total_tokens": total},
+    )
+    return [HumanMessage("question " * 100, id="q"), reply, HumanMessage("next", id="n")]
+
+
+@pytest.mark.parametrize(
+    ("total", "scale"),
+    [(1, 1.0), (297, 1.0), (400, 400 / 297), (10_000, 1.5)],
+)
+def test_usage_metadata_scales_the_estimate_up_within_bounds(total: int, scale: float) -> None:
+    msgs = _with_usage(total)
+    tokens = [count_tokens_cjk([m]) for m in msgs]
+    assert sum(tokens[:2]) == 297
+    assert usage_scale(msgs, tokens, 0) == pytest.approx(scale)
+
+
+def test_fit_context_uses_usage_metadata_for_estimates_only() -> None:
+    plain = fit_context(_with_usage(1), max_tokens=100_000)
+    scaled = fit_context(_with_usage(10_000), max_tokens=100_000)
+    model = fit_context(
+        _with_usage(10_000), max_tokens=100_000, token_counter=CountingModel(responses=["x"])
+    )
+    assert scaled.tokens_before > 1.4 * plain.tokens_before
+    assert model.tokens_before == sum(len(str(m.content)) for m in _with_usage(1))
