@@ -172,3 +172,36 @@ def require_nodes(
             f"which is not a node of the graph; pass {option}={{...}} naming an existing node "
             f"or END for {sorted(unknown)}, or add the node first"
         )
+
+
+def require_free_source(builder: Any, helper: str, source: str) -> None:
+    """Fail at build time when ``source`` already has a plain edge out: the guard's edge would
+    run next to it, and the plain one keeps looping past every stop."""
+    taken = sorted(end for start, end in getattr(builder, "edges", set()) if start == source)
+    if taken:
+        raise ValueError(
+            f"{helper}: {source!r} already has an edge to {', '.join(map(repr, taken))}; remove "
+            f"builder.add_edge({source!r}, {taken[0]!r}): {helper} routes from {source!r} itself"
+        )
+
+
+def guarded_tool_node(builder: Any, helper: str, tools: str) -> None:
+    """Fail at build time when ``tools`` is a ``ToolNode`` without the guard's wrapper: its
+    failures would escape raw and a retry would re-run nothing."""
+    from langgraph.prebuilt import ToolNode
+
+    spec = (getattr(builder, "nodes", {}) or {}).get(tools)
+    node = getattr(spec, "runnable", None)
+    if isinstance(node, ToolNode) and not _is_guard(getattr(node, "_wrap_tool_call", None)):
+        raise ValueError(
+            f"{helper}: {tools!r} is a ToolNode without ToolCallGuard; build it with "
+            f"ToolCallGuard(...).tool_node(tools) so failures are classified and retried"
+        )
+
+
+def _is_guard(wrapper: Any) -> bool:
+    from agent_guards.tool_guard.wrapper import ToolCallGuard
+
+    return isinstance(wrapper, ToolCallGuard) or isinstance(
+        getattr(wrapper, "__self__", None), ToolCallGuard
+    )

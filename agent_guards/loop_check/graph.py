@@ -333,6 +333,8 @@ def add_loop_check(
         raise ValueError(f"add_loop_check source must be a node name, got {source!r}")
     if not isinstance(continue_to, str) or not continue_to:
         raise ValueError(f"add_loop_check continue_to must be a node name, got {continue_to!r}")
+    _node.require_channels(builder, "add_loop_check", "LoopState", ("guard_log", messages_key))
+    _node.require_free_source(builder, "add_loop_check", source)
     path_map = add_loop_nodes(
         builder, continue_to=continue_to, policy=policy, messages_key=messages_key, end=end
     )

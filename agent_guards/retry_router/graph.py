@@ -301,6 +301,9 @@ def add_retry_router(
     for name, value in (("source", source), ("model", model), ("tools", tools)):
         if not isinstance(value, str) or not value:
             raise ValueError(f"add_retry_router {name} must be a node name, got {value!r}")
+    _node.require_channels(builder, "add_retry_router", "RetryState", ("guard_log", messages_key))
+    _node.require_free_source(builder, "add_retry_router", source)
+    _node.guarded_tool_node(builder, "add_retry_router", tools)
     builder.add_node("retry_finish", create_retry_finish(policy=policy, messages_key=messages_key))
     builder.add_edge("retry_finish", end)
     path_map: dict[str, str] = {
