@@ -148,12 +148,20 @@ def require_channels(builder: Any, helper: str, mixin: str, channels: Sequence[s
     LangGraph drops a node's writes to channels the state does not have, silently: the
     guard's decisions (or plans) would vanish. The message names the mixin to add.
     """
-    have = set(getattr(builder, "channels", {}) or {})
+    have = dict(getattr(builder, "channels", {}) or {})
     missing = [c for c in channels if c not in have]
     if missing:
         raise ValueError(
             f"{helper}: the graph's state has no {', '.join(map(repr, missing))} channel; add "
             f"the {mixin} mixin to your state schema (class State(MessagesState, {mixin}))"
+        )
+    # a channel of the user's own with no reducer: every write replaces the last one
+    plain = [c for c in (*channels, "usage") if type(have.get(c)).__name__ == "LastValue"]
+    if plain:
+        raise ValueError(
+            f"{helper}: the state's {', '.join(map(repr, plain))} channel has no reducer (a "
+            f"field of your own?): each write would replace the guards' earlier ones; take it "
+            f"from {mixin} (GuardState's reducers) or rename yours"
         )
 
 

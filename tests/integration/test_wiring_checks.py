@@ -67,3 +67,13 @@ def test_the_documented_wiring_still_builds() -> None:
         else:
             add_retry_router(b, "tools", model="model", tools="tools")
         assert "tools" in b.compile().get_graph().nodes
+
+
+class OwnUsage(MessagesState):
+    usage: dict[str, Any]
+    guard_log: list[Any]
+
+
+def test_a_users_own_usage_channel_is_reported_not_silently_replaced() -> None:
+    with pytest.raises(ValueError, match=r"'guard_log', 'usage' channel has no reducer"):
+        add_loop_check(builder(OwnUsage), "tools", continue_to="model")
