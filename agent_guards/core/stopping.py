@@ -1,8 +1,10 @@
 """Stopping well: what loop_check and retry_router leave behind when they end a run.
 
-A guard that ends a run answers every pending tool call with a ToolMessage, then tells the
-user what was confirmed so far and why it stopped, in one sentence built by
-:func:`agent_guards.core.errors.trip_message` (the same text a ``GuardTripped`` carries).
+A guard that ends a run answers every pending tool call with a ToolMessage (written to the
+model), then tells the user why it stopped and what was confirmed so far, in texts rendered
+from a :class:`~agent_guards.core.texts.Texts` table (``texts=``, English by default). The
+guard's name and reason code go into the decision and the message's ``response_metadata``,
+never into its text; :func:`agent_guards.core.errors.trip_message` words the exception.
 
 Example:
     >>> from agent_guards.testing import tool_call_message
@@ -24,8 +26,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from agent_guards.core.decision import GuardDecision
-from agent_guards.core.errors import trip_message
 from agent_guards.core.signatures import REUSE_LINE, content_text
+from agent_guards.core.texts import TEXTS_EN, Texts
 
 __all__ = ["answer_pending", "final_message", "partial_results"]
 
@@ -89,18 +91,41 @@ def partial_results(messages: Sequence[Any], *, limit: int = 5, chars: int = 300
 
 
 def final_message(
-    decision: GuardDecision, messages: Sequence[BaseMessage], *, lead: str | None = None
+    decision: GuardDecision,
+    messages: Sequence[BaseMessage],
+    *,
+    lead: str | None = None,
+    texts: Texts | None = None,
 ) -> AIMessage:
-    """The run's last message: why it stopped, plus the confirmed partial result."""
-    reason = lead or trip_message(decision.guard, decision.reason)
-    lines = [f"{reason}: {decision.detail}." if decision.detail else f"{reason}."]
+    """The run's last message: why it stopped, plus the confirmed partial result.
+
+    ``lead`` is the first sentence as the caller rendered it; without one it is the
+    ``loop_stop`` text for loop_check and the ``stop`` text for any other guard.
+
+    Example:
+        >>> from agent_guards.core.decision import GuardDecision, Verdict
+        >>> from agent_guards.core.texts import TEXTS_ZH
+        >>> d = GuardDecision(guard="budget", verdict=Verdict.STOP, reason="max_steps",
+        ...                   detail="10 steps used")
+        >>> print(final_message(d, []).content)
+        I had to stop before finishing: 10 steps used.
+        Nothing was confirmed before stopping.
+        Missing: the rest of the task could not be completed reliably.
+        >>> print(final_message(d, [], texts=TEXTS_ZH).content.splitlines()[0])
+        任务还没完成，我不得不先停下来。
+    """
+    texts = texts or TEXTS_EN
+    if lead is None:
+        template = "loop_stop" if decision.guard == "loop_check" else "stop"
+        lead = texts.render(template, detail=decision.detail or texts.no_message)
+    lines = [lead]
     found = partial_results(messages)
     if found:
-        lines.append("What I have so far:")
+        lines.append(texts.partial_result)
         lines.extend(f"- {item}" for item in found)
     else:
-        lines.append("Nothing was confirmed before stopping.")
-    lines.append("Missing: the rest of the task could not be completed reliably.")
+        lines.append(texts.nothing_confirmed)
+    lines.append(texts.missing)
     return AIMessage(
         content="\n".join(lines),
         name=decision.guard,

@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from agent_guards import GuardDecision, PlanStep, RetryRouterPolicy, Verdict
+from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.planner_gate import StepStatus
 from agent_guards.retry_router import route_failures
 
@@ -56,27 +57,30 @@ def _cite(ids: Sequence[str]) -> str:
     return "[" + ", ".join(ids) + "]" if ids else "[no citation]"
 
 
-def _ended_early(preset: Mapping[str, Any], last: GuardDecision | None) -> dict[str, Any] | None:
+def _ended_early(
+    preset: Mapping[str, Any], last: GuardDecision | None, texts: Texts
+) -> dict[str, Any] | None:
     """Outcomes decided before any evidence: a preset route or the planner gate's word."""
     route = preset.get("route")
     if route == "clarify" and preset.get("text"):  # a node said why (a malformed plan)
         return dict(preset)
     if route == "clarify":
         asked = ", ".join(preset["missing"])
-        return {**preset, "text": f"To answer this I need: {asked}. Could you tell me?"}
-    if route == "refuse":
-        return {**preset, "text": f"I can't do that: {preset.get('reason')}. This was not retried."}
+        return {**preset, "text": texts.render("need_info", missing=asked)}
+    if route == "refuse":  # the reason ("retry_router: permission") stays in the outcome
+        return {**preset, "text": texts.step_refused}
     if route == "cancelled":
-        return {**preset, "text": f"Cancelled: {preset.get('detail')}"}
+        return {**preset, "text": texts.render("cancelled", detail=preset.get("detail"))}
     if last is None or last.guard != "planner_gate" or route == "stopped":
         return None
     if last.verdict is Verdict.CLARIFY:
-        text = f"I am not making progress ({last.detail}). What should I focus on?"
+        text = texts.render("not_progressing", detail=last.detail)
         return {"route": "clarify", "reason": last.reason, "text": text}
     if last.verdict is Verdict.ESCALATE:
         return {"route": "escalate", "reason": last.reason, "text": last.detail}
     if last.verdict is Verdict.STOP and last.reason in ("cancelled", "approval_rejected"):
-        return {"route": "cancelled", "reason": last.reason, "text": f"Cancelled: {last.detail}"}
+        text = texts.render("cancelled", detail=last.detail)
+        return {"route": "cancelled", "reason": last.reason, "text": text}
     return None
 
 
@@ -111,23 +115,23 @@ def coverage(state: Mapping[str, Any]) -> Coverage:
     return out
 
 
-def respond_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The final outcome: answer with citations, clarify, abstain, escalate, or partial."""
+def respond_outcome(state: Mapping[str, Any], *, texts: Texts | None = None) -> dict[str, Any]:
+    """The final outcome: answer with citations, clarify, abstain, escalate, or partial.
+
+    ``texts`` words what the user reads (English by default); ``reason`` keeps the code.
+    """
+    texts = texts or TEXTS_EN
     preset = dict(state.get("outcome") or {})
-    if (early := _ended_early(preset, _last_decision(state))) is not None:
+    if (early := _ended_early(preset, _last_decision(state), texts)) is not None:
         return early
     verdict = state.get("evidence_verdict")
     if verdict is not None and verdict.verdict is Verdict.ESCALATE:
-        text = (
-            f"The evidence conflicts on a high-risk question ({verdict.reason}); "
-            "a reviewer must decide."
-        )
-        return {"route": "escalate", "reason": verdict.reason, "text": text}
+        return {"route": "escalate", "reason": verdict.reason, "text": texts.review_needed}
     cover = coverage(state)
     if cover.unclear:
         key, claim = cover.unclear[0]
         options = "; ".join(f"{k}: {v}" for k, v in claim.values.items()) or "several values"
-        text = f"The sources disagree on {key} ({options}). Which one do you mean?"
+        text = texts.render("sources_disagree", key=key, options=options)
         return {"route": "clarify", "reason": claim.reason, "text": text}
     fmt = _preferred_format(state)
     conflicts = list(verdict.conflicting_ids) if verdict is not None else []
@@ -136,13 +140,14 @@ def respond_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
         body += f"\nNot used (conflicting): {', '.join(conflicts)}"
     found = {"cited": cover.cited, "missing": cover.missing, "format": fmt}
     if preset.get("route") == "stopped" or (cover.missing and cover.answered):
-        why = preset.get("detail") or "evidence is missing"
-        gaps = ", ".join(cover.missing) or "the remaining steps"
-        text = f"Partial result ({why}).\nConfirmed:\n{body or '- nothing yet'}\nMissing: {gaps}"
+        why = preset.get("detail") or texts.evidence_missing
+        gaps = ", ".join(cover.missing) or texts.remaining_steps
+        confirmed = body or texts.nothing_yet
+        text = texts.render("partial_outcome", why=why, confirmed=confirmed, missing=gaps)
         reason = preset.get("reason", "missing_evidence")
         return {"route": "partial", "reason": reason, "text": text, **found}
     if not cover.answered:
-        text = "I don't have enough evidence to answer this reliably."
+        text = texts.abstain
         reason = verdict.reason if verdict else "no_evidence"
         return {"route": "abstain", "reason": reason, "text": text, "missing": cover.missing}
     return {"route": "answer", "reason": "covered", "text": body, "conflicting": conflicts,

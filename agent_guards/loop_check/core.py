@@ -17,6 +17,8 @@ from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
 from agent_guards.core.history import Action, latest_batch, scan_actions, with_declared
 from agent_guards.core.signatures import content_text
+from agent_guards.core.texts import lead as _lead
+from agent_guards.core.texts import stop_leads
 from agent_guards.loop_check.content import repeated_chunk
 from agent_guards.loop_check.policy import PATTERNS, LoopPolicy
 
@@ -334,18 +336,22 @@ def _condensation(view: View, policy: LoopPolicy) -> Finding | None:
     return Finding("condensation", "condensation", n, tuple(reversed(ids)), detail)
 
 
-STOP_LEAD = "loop_check stopped the run"
-"""How a run stopped by loop_check ends its final answer (a worker's, read by its parent)."""
+STOP_LEADS: tuple[str, ...] = ("loop_check stopped the run", *stop_leads())
+"""How a worker's final answer starts when its loop_check stopped it, read by its parent
+from a tool result's text: the shipped ``loop_stop`` texts, and the wording of earlier
+releases (threads checkpointed before the texts table). A custom ``loop_stop`` is spotted
+when the parent's policy carries the same texts."""
 
 
-def _worker_stop(view: View) -> Action | None:
+def _worker_stop(view: View, policy: LoopPolicy) -> Action | None:
     last = view.raw[-1] if view.raw else None
     if last is None or last.turns_ago:
         return None
     if last.kind == "worker_stop":
         return last
+    leads = (*STOP_LEADS, _lead(policy.texts.loop_stop))
     for a in latest_batch(view.all):
-        if a.message is not None and content_text(a.message.content).lstrip().startswith(STOP_LEAD):
+        if a.message is not None and content_text(a.message.content).lstrip().startswith(leads):
             return a
     return None
 
@@ -353,7 +359,7 @@ def _worker_stop(view: View) -> Action | None:
 def _subagent(view: View, policy: LoopPolicy) -> Finding | None:
     """A sub-agent whose own loop_check stopped it, seen in this run's messages (its final
     message, or a tool result that is that message's text): the parent is stuck too."""
-    stopped = _worker_stop(view)
+    stopped = _worker_stop(view, policy)
     if stopped is None:
         return None
     _, stop_at = policy.limits("subagent")

@@ -58,6 +58,7 @@ from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, Verdict
 from agent_guards.core.state import GuardState
 from agent_guards.core.stopping import answer_pending, final_message
+from agent_guards.core.texts import Texts
 from agent_guards.graph import state_messages
 from agent_guards.loop_check.core import detect_loop
 from agent_guards.loop_check.policy import LoopPolicy
@@ -197,12 +198,14 @@ def create_loop_nudge(
     return _node.runnable("loop_nudge", nudge)
 
 
-def _stop_update(decision: GuardDecision, messages: list[Any], key: str) -> dict[str, Any]:
+def _stop_update(
+    decision: GuardDecision, messages: list[Any], key: str, texts: Texts | None = None
+) -> dict[str, Any]:
     decision = replace(decision, verdict=Verdict.STOP)
     pending = answer_pending(
         messages, f"Not executed: loop_check stopped the run ({decision.reason})."
     )
-    final = final_message(decision, [*messages, *pending])
+    final = final_message(decision, [*messages, *pending], texts=texts)
     return {key: [*pending, final], "guard_log": [decision]}
 
 
@@ -220,7 +223,7 @@ def create_loop_stop(
         >>> out["messages"][0].content
         'Not executed: loop_check stopped the run (repeated_call).'
         >>> print(out["messages"][1].content)
-        loop_check stopped the run: repeated_call: search was called 3 times with the same ...
+        I stopped because I kept repeating myself: search was called 3 times with the same ...
         What I have so far:
         - search: rate is 4%
         Missing: the rest of the task could not be completed reliably.
@@ -229,7 +232,8 @@ def create_loop_stop(
 
     def stop(state: Any, config: RunnableConfig) -> dict[str, Any]:
         decision = _decide(state, config, policy, messages_key)
-        return _stop_update(decision, state_messages(state, messages_key), messages_key)
+        messages = state_messages(state, messages_key)
+        return _stop_update(decision, messages, messages_key, policy.texts)
 
     return _node.runnable("loop_stop", stop)
 

@@ -20,6 +20,7 @@ from agent_guards.core.signatures import (
     DEFAULT_SCOPE_KEYS,
     _key,
 )
+from agent_guards.core.texts import TEXTS_EN, Texts
 
 __all__ = ["PATTERNS", "PATTERN_LIMITS", "LoopPolicy"]
 
@@ -134,6 +135,9 @@ class LoopPolicy(Policy):
     """With a judging model: assistant messages between two judgements."""
     judge_confidence: float = 0.9
     """With a judging model: the confidence its "loop" must reach to nudge (never stop)."""
+    texts: Texts = field(default=TEXTS_EN, compare=False)
+    """The texts users read when this guard ends a run (:class:`~agent_guards.core.texts.Texts`;
+    ``TEXTS_ZH`` ships too). Decisions keep the guard's name and reason code either way."""
     name: str = "LoopPolicy"
     """Policy name recorded in decisions."""
     version: int = 1
@@ -169,6 +173,8 @@ class LoopPolicy(Policy):
         object.__setattr__(self, "normalizers", tuple(self.normalizers))
         if not isinstance(self.effects, ToolEffects):
             raise TypeError(f"LoopPolicy.effects must be a ToolEffects, got {self.effects!r}")
+        if not isinstance(self.texts, Texts):
+            raise TypeError(f"LoopPolicy.texts must be a Texts, got {self.texts!r}")
         self.check_label()
 
     def _check_sets(self) -> None:

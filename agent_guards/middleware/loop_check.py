@@ -107,7 +107,7 @@ class LoopGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         pending = answer_pending(
             messages, f"Not executed: loop_check stopped the run ({decision.reason})."
         )
-        final = final_message(decision, [*messages, *pending])
+        final = final_message(decision, [*messages, *pending], texts=self.policy.texts)
         return {"messages": [*pending, final], "guard_log": [decision], "jump_to": "end"}
 
     def _escalate(self, decision: GuardDecision, state: Any) -> dict[str, Any] | None:

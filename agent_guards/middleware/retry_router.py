@@ -47,7 +47,7 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         >>> error = failure_message(describe_failure(403), tool="pay", tool_call_id="c1")
         >>> update = RetryRouterMiddleware().before_model({"messages": [call, error]}, runtime=None)
         >>> update["jump_to"], update["guard_log"][0].verdict.value, update["messages"][-1].content
-        ('end', 'refuse', "I can't do that: pay refused the request (permission). ...")
+        ('end', 'refuse', "I can't do that: pay refused the request (...). I won't retry it ...")
     """
 
     state_schema = GuardAgentState
@@ -124,7 +124,7 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
             return None
         decision = _node.stamp(decision, getattr(runtime, "config", None))
         return {
-            "messages": finish_messages(decision, messages),
+            "messages": finish_messages(decision, messages, texts=self.policy.texts),
             "guard_log": [decision],
             "jump_to": "end",
         }

@@ -56,6 +56,7 @@ from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import is_guard_message
 from agent_guards.core.state import DEFAULT_LOG_SIZE, GuardState, Usage, keep_last, merge_usage
 from agent_guards.core.stopping import answer_pending, final_message
+from agent_guards.core.texts import Texts
 from agent_guards.loop_check.core import detect_loop
 from agent_guards.loop_check.graph import nudge_text
 from agent_guards.loop_check.policy import LoopPolicy
@@ -304,6 +305,11 @@ class _Checks:
         except InvalidInputError as err:
             return _node.invalid_input(guard, err, policy=policy, verdict=Verdict.CONTINUE)
 
+    def _texts(self) -> Texts | None:
+        """The texts users read: loop_check's policy's, else retry_router's, else English."""
+        policy = self.loop or self.retry
+        return policy.texts if policy is not None else None
+
     def _loop(self, messages: list[Any], config: RunnableConfig) -> GuardDecision | None:
         policy = self.loop
         if policy is None:
@@ -342,16 +348,17 @@ class _Checks:
                 lambda: check_handoffs(messages, handoffs=self.handoffs, policy=self.handoff),
             )
             if handoff.verdict is Verdict.STOP:
-                return _stop(_node.stamp(handoff, config), messages, handoffs=self.handoffs)
+                stamped = _node.stamp(handoff, config)
+                return _stop(stamped, messages, handoffs=self.handoffs, texts=self._texts())
             if all(call["name"] in self.handoffs for call in last.tool_calls):
                 return {}  # handoffs are judged by progress, not by repetition alone
         decision = self._loop(messages, config)
         if decision is None:
             return {}
         if decision.verdict is Verdict.STOP:
-            return _stop(decision, messages)
+            return _stop(decision, messages, texts=self._texts())
         if decision.verdict is Verdict.ESCALATE:
-            return _escalate(decision, messages)
+            return _escalate(decision, messages, self._texts())
         return {}
 
     def _failure_end(
@@ -368,7 +375,9 @@ class _Checks:
         if decision.data.get("route") not in _ENDING:
             return None
         decision = _node.stamp(decision, config)
-        update: dict[str, Any] = {"messages": finish_messages(decision, messages)}
+        update: dict[str, Any] = {
+            "messages": finish_messages(decision, messages, texts=policy.texts)
+        }
         log = _node.state_value(state, "guard_log") or []
         if not any(_same(d, decision) for d in log[-5:]):  # the tool node logged it already
             update["guard_log"] = [decision]
@@ -394,7 +403,11 @@ def _same(a: Any, b: GuardDecision) -> bool:
 
 
 def _stop(
-    decision: GuardDecision, messages: list[Any], *, handoffs: frozenset[str] = frozenset()
+    decision: GuardDecision,
+    messages: list[Any],
+    *,
+    handoffs: frozenset[str] = frozenset(),
+    texts: Texts | None = None,
 ) -> dict[str, Any]:
     decision = replace(decision, verdict=Verdict.STOP)
     pending = answer_pending(
@@ -402,7 +415,7 @@ def _stop(
     )
     if handoffs:  # what the agents answered is the partial result, not "transferred"
         messages = [_as_result(m) for m in messages if not _handed_off(m, handoffs)]
-    final = final_message(decision, [*messages, *pending])
+    final = final_message(decision, [*messages, *pending], texts=texts)
     return {"messages": [*pending, final], "guard_log": [decision]}
 
 
@@ -417,7 +430,9 @@ def _as_result(message: Any) -> Any:
     return message
 
 
-def _escalate(decision: GuardDecision, messages: list[Any]) -> dict[str, Any]:
+def _escalate(
+    decision: GuardDecision, messages: list[Any], texts: Texts | None = None
+) -> dict[str, Any]:
     """Ask a human (``interrupt``): ``"stop"`` ends the run, anything else lets the call run."""
     answer = interrupt(
         {
@@ -428,5 +443,5 @@ def _escalate(decision: GuardDecision, messages: list[Any]) -> dict[str, Any]:
     )
     action = answer.get("action") if isinstance(answer, dict) else answer
     if action == "stop" or action is False:
-        return _stop(decision, messages)
+        return _stop(decision, messages, texts=texts)
     return {"guard_log": [decision]}

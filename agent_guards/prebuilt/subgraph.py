@@ -34,7 +34,7 @@ Example:
     >>> [d.verdict.value for d in out["guard_log"]], out["usage"]
     (['refuse'], {'tool_calls': 1})
     >>> out["messages"][-1].content
-    "I can't do that: pay refused the request (permission). ..."
+    "I can't do that: pay refused the request (403 Forbidden). I won't retry it ..."
 """
 
 from __future__ import annotations

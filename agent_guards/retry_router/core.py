@@ -158,6 +158,7 @@ def decide_failure(
         "route": route,
         "kind": failure.kind.value,
         "tool": tool,
+        "message": failure.message[:160],
         "call_id": call_id,
         "attempt": attempts,
         "delay": delay,

@@ -71,6 +71,7 @@ from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, RetryRoute, Verdict
 from agent_guards.core.state import GuardState
 from agent_guards.core.stopping import answer_pending, final_message
+from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.graph import state_messages
 from agent_guards.loop_check.core import detect_loop
 from agent_guards.loop_check.graph import add_loop_nodes
@@ -177,31 +178,28 @@ def create_retry_router(
     return _node.runnable(GUARD, route)
 
 
-def _finish_text(decision: GuardDecision) -> str | None:
+def _finish_text(decision: GuardDecision, texts: Texts) -> str:
+    """The user's sentence for an ending route (``texts`` words it; no guard name, no code)."""
     data = decision.data
-    tool = data.get("tool", "the tool")
+    tool = data.get("tool") or "the tool"
     route = data.get("route")
     if decision.reason == "outcome_unknown":  # whatever route the policy chose for it
-        return (
-            f"{tool} failed in a way that may have let it run ({data.get('kind')}), so it was "
-            "not retried: a retry could do it twice. Please check whether it happened before "
-            "asking again"
-        )
+        return texts.render("outcome_unknown", tool=tool)
     if route == "clarify":
         options = data.get("options") or []
-        question = data.get("question") or f"{tool} found several matches. Which one do you mean?"
-        return question + (f" Options: {', '.join(options)}." if options else "")
+        question = data.get("question") or texts.render("clarification", tool=tool)
+        return question + (texts.render("options", options=", ".join(options)) if options else "")
     if route == "refuse":
-        return (
-            f"I can't do that: {tool} refused the request ({data.get('kind')}). I won't "
-            "retry it or try to work around it"
-        )
+        message = data.get("message") or texts.no_message
+        return texts.render("refusal", tool=tool, message=message)
     if route == "fallback":
-        return f"{tool} is unavailable right now ({decision.reason.replace('_', ' ')})"
-    return None
+        return texts.render("unavailable", tool=tool)
+    return texts.render("tool_failed", tool=tool)
 
 
-def finish_messages(decision: GuardDecision, messages: list[Any]) -> list[AIMessage | Any]:
+def finish_messages(
+    decision: GuardDecision, messages: list[Any], *, texts: Texts | None = None
+) -> list[AIMessage | Any]:
     """The messages that end a run on a refuse / clarify / abstain / fallback route.
 
     Pending tool calls get a ToolMessage; then one message: the clarifying question, or
@@ -219,13 +217,14 @@ def finish_messages(decision: GuardDecision, messages: list[Any]) -> list[AIMess
     pending = answer_pending(
         messages, f"Not executed: retry_router ended the run ({decision.reason}).", name=GUARD
     )
-    text = _finish_text(decision)
-    if decision.data.get("route") == "clarify" and text:
+    texts = texts or TEXTS_EN
+    text = _finish_text(decision, texts)
+    if decision.data.get("route") == "clarify":
         final = AIMessage(
             content=text, name=GUARD, response_metadata={"agent_guards": {"guard": GUARD}}
         )
     else:
-        final = final_message(decision, [*messages, *pending], lead=text)
+        final = final_message(decision, [*messages, *pending], lead=text, texts=texts)
     return [*pending, final]
 
 
@@ -244,7 +243,7 @@ def create_retry_finish(
         >>> error = failure_message(describe_failure(403), tool="pay", tool_call_id="c1")
         >>> out = create_retry_finish().invoke({"messages": [call, error]})
         >>> out["guard_log"][0].verdict.value, out["messages"][-1].content
-        ('refuse', "I can't do that: pay refused the request (permission). I won't retry it ...")
+        ('refuse', "I can't do that: pay refused the request (...). I won't retry it or try ...")
     """
     policy = _check(policy)
 
@@ -260,7 +259,8 @@ def create_retry_finish(
             last.reason,
             last.selected_ids,
         ) == (decision.guard, decision.verdict, decision.reason, decision.selected_ids)
-        update: dict[str, Any] = {messages_key: finish_messages(decision, messages)}
+        ended = finish_messages(decision, messages, texts=policy.texts)
+        update: dict[str, Any] = {messages_key: ended}
         return update if logged else {**update, "guard_log": [decision]}
 
     return _node.runnable("retry_finish", finish)

@@ -15,6 +15,7 @@ from agent_guards.core.errors import check_choice
 from agent_guards.core.history import ScanOptions
 from agent_guards.core.policy import Policy, check_int
 from agent_guards.core.signatures import DEFAULT_GUARD_NAMES, content_text
+from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.retry_router.breaker import Backoff
 from agent_guards.retry_router.classify import failure_of
 from agent_guards.retry_router.model import ARTIFACT_KEY, Failure, FailureKind
@@ -127,6 +128,9 @@ class RetryRouterPolicy(Policy):
     """How many recent actions are read to count attempts."""
     guard_names: frozenset[str] = DEFAULT_GUARD_NAMES
     """``name`` of guard-added messages (skipped when reading the history)."""
+    texts: Texts = field(default=TEXTS_EN, compare=False)
+    """The texts users read when this guard ends a run (:class:`~agent_guards.core.texts.Texts`;
+    ``TEXTS_ZH`` ships too). Decisions keep the guard's name and reason code either way."""
     name: str = "RetryRouterPolicy"
     """Policy name recorded in decisions."""
     version: int = 1
@@ -169,6 +173,8 @@ class RetryRouterPolicy(Policy):
             [r for r in ROUTES if r != "retry"],
         )
         check_int("RetryRouterPolicy.max_repairs", self.max_repairs, minimum=1)
+        if not isinstance(self.texts, Texts):
+            raise TypeError(f"RetryRouterPolicy.texts must be a Texts, got {self.texts!r}")
         check_int("RetryRouterPolicy.window", self.window, minimum=2)
         check_int("RetryRouterPolicy.version", self.version, minimum=1)
         names = self.guard_names

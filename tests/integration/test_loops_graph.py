@@ -118,7 +118,8 @@ def test_a_model_repeating_a_call_forever_is_stopped_within_3_repetitions() -> N
     assert out["usage"] == {"tool_calls": 1, "model_calls": 3}
     final = out["messages"][-1]
     assert isinstance(final, AIMessage) and final.name == "loop_check"
-    assert "loop_check stopped the run: repeated_call" in final.content
+    assert "I stopped because I kept repeating myself: search" in final.content
+    assert "loop_check" not in final.content and "repeated_call" not in final.content
     assert "500k" in final.content, "the confirmed partial result is in the final message"
     assert_every_call_answered(out["messages"])
     nudges = [m for m in out["messages"] if isinstance(m, HumanMessage) and m.name == "loop_check"]

@@ -73,7 +73,7 @@ async def test_a_loop_stops_within_three_model_calls(mode: str) -> None:
     assert out["usage"] == {"tool_calls": 1}
     last = out["messages"][-1]
     assert isinstance(last, AIMessage) and not last.tool_calls
-    assert last.content.startswith("loop_check stopped the run")
+    assert last.content.startswith("I stopped because I kept repeating myself")
     assert _unanswered(out["messages"]) == []
 
 

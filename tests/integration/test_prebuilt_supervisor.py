@@ -243,7 +243,7 @@ def test_the_plan_and_execute_executor_stops_and_reports_to_the_parent() -> None
     stops = [d for d in out["guard_log"] if d.verdict.value == "stop"]
     assert len(stops) == 2
     assert out["usage"] == {"tool_calls": 2}
-    assert all(r.startswith("loop_check stopped the run") for _, r in out["past_steps"])
+    assert all(r.startswith("I stopped because I kept repeating") for _, r in out["past_steps"])
 
 
 def test_an_interrupt_inside_a_worker_reaches_the_parent_and_resumes() -> None:

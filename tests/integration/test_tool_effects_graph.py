@@ -324,7 +324,7 @@ async def test_a_transfer_that_timed_out_after_moving_money_is_not_retried(
     assert bank.runs == ["transfer"] and bank.balance == 70  # moved once, never twice
     assert ("clarify", "outcome_unknown") in verdicts(out)
     assert out["messages"][-1].content.startswith(
-        "transfer failed in a way that may have let it run (transient), so it was not retried"
+        "transfer failed in a way that may have let it run, so it was not retried"
     )
 
 
