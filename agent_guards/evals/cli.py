@@ -8,7 +8,9 @@ Modes (one per call):
   changed verdict) and exits 1 when a case that passed before fails now. Without a
   baseline the exit status is 1 when any case fails. ``--json`` prints one JSON object.
 * ``--from-thread THREAD --db PATH_OR_URL``: draft regression cases from a recorded thread
-  (JSONL to ``--out`` or stdout).
+  (JSONL to ``--out`` or stdout). ``--graph module:attr`` names the graph that wrote it (a
+  demo thread needs none), so each case carries its node's principal key, memory namespace
+  and policy.
 * ``--ramdocs [PATH]``: the RAMDocs replay (``--labels``, ``--group-entities``).
 * ``--dated``: the dated replay (questions whose answer changed over time) against the
   newest-first and majority baselines (``--limit`` questions, ``--seed``).
@@ -67,6 +69,9 @@ _OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                     "help": "run under these EvalPolicies (e.g. mypkg.evalconf:POLICIES)"}),
     ("--quiet", {"action": "store_true", "help": "print only the summary line"}),
     ("--from-thread", {"metavar": "THREAD", "help": "draft cases from a recorded thread"}),
+    ("--graph", {"metavar": "MODULE:ATTR", "help": "with --from-thread: the graph that wrote "
+                 "the thread (module:attr or path/to/file.py:attr, as in langgraph.json); its "
+                 "nodes' principal key, namespaces and policies go into the cases"}),
     ("--db", {"metavar": "PATH_OR_URL", "default": ".agent_guards/demo.sqlite",
               "help": "SQLite file or postgresql:// URL of the thread (with --from-thread)"}),
     ("--out", {"metavar": "FILE",
@@ -211,11 +216,30 @@ def _eval(args: argparse.Namespace) -> int:
     return status
 
 
+def _thread_graph(args: argparse.Namespace, saver: Any, store: Any) -> Any:
+    """The graph that wrote the thread: ``--graph``, else the demo's for a demo thread."""
+    from agent_guards.graphs import demo
+
+    if args.graph:
+        return demo.load_graph(args.graph, saver, store)
+    try:
+        return demo._graph_for(argparse.Namespace(thread=args.from_thread), saver, store)
+    except SystemExit:  # not a demo thread: drafted from the checkpoints alone
+        return None
+
+
 def _from_thread(args: argparse.Namespace) -> int:
     from agent_guards.evals.traces import draft_cases, open_checkpointer, write_cases
 
     with open_checkpointer(args.db) as (saver, store):
-        cases, skipped = draft_cases(saver, args.from_thread, slice=args.draft_slice, store=store)
+        graph = _thread_graph(args, saver, store)
+        cases, skipped = draft_cases(
+            saver,
+            args.from_thread,
+            slice=args.draft_slice,
+            store=store if graph is None else (graph.store or store),
+            graph=graph,
+        )
     text = write_cases(cases, args.out)
     if args.out is None:
         sys.stdout.write(text)

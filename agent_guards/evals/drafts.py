@@ -6,20 +6,36 @@ case holds.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_guards.core.decision import GuardDecision
+from agent_guards.core.policy import Policy
 from agent_guards.evals.cases import Case
 from agent_guards.evals.jsonform import messages_to_json, to_jsonable
+from agent_guards.evals.policies import POLICY_TYPES, with_options
 from agent_guards.evals.runners import decision_fields
 from agent_guards.evidence_resolve.core import coerce_evidence
+from agent_guards.evidence_resolve.policy import EvidencePolicy
 from agent_guards.memory_resolve.node import fact_record
+from agent_guards.memory_resolve.policy import MemoryPolicy
 from agent_guards.memory_resolve.store import load_memories, memory_namespace
 
-__all__ = ["DEFAULT_KEYS", "Drafter", "new_decisions", "written_decisions"]
+__all__ = [
+    "DEFAULT_KEYS",
+    "Drafter",
+    "GraphSettings",
+    "NodeSettings",
+    "graph_settings",
+    "new_decisions",
+    "policy_options",
+    "written_decisions",
+]
 
 DEFAULT_KEYS: dict[str, str] = {
     "evidence": "evidence",
@@ -81,6 +97,164 @@ def written_decisions(pending_writes: Any, channel: str = "guard_log") -> list[G
     return out
 
 
+# -- what the graph's guard nodes were built with ------------------------------------------
+
+# node attribute -> logical key (see DEFAULT_KEYS), per guard whose node reads the config
+_NODE_KEYS: dict[str, dict[str, str]] = {
+    "memory_resolve": {"facts_key": "memory_facts", "records_key": "memory_records"},
+    "evidence_resolve": {"evidence_key": "evidence", "query_key": "evidence_query"},
+}
+# the packages whose objects are walked to find a node's options (not models, tools, graphs)
+_WALKED = ("agent_guards.", "langgraph.prebuilt.", "langchain_core.runnables.", "langgraph._")
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """What one memory_resolve / evidence_resolve node was built with."""
+
+    guard: str
+    """The guard the node runs (``memory_resolve`` or ``evidence_resolve``)."""
+    principal_key: str = "principal"
+    """``configurable`` key the node reads the caller's identities from."""
+    namespace: Callable[[str], Sequence[str]] | None = None
+    """memory_resolve: principal -> store namespace."""
+    store: Any = None
+    """memory_resolve: the node's own store (None: the graph's)."""
+    keys: Mapping[str, str] = field(default_factory=dict)
+    """State keys the node reads (logical name -> key, see :data:`DEFAULT_KEYS`)."""
+
+
+@dataclass(frozen=True)
+class GraphSettings:
+    """The guard nodes of a graph (by decision ``guard`` name) and the policies it holds."""
+
+    nodes: Mapping[str, NodeSettings] = field(default_factory=dict)
+    policies: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    """Policy label -> the distinct policies with that label."""
+
+
+def _children(obj: Any) -> list[Any]:
+    """What the walk looks into: containers, methods, closures, this package's objects."""
+    if isinstance(obj, (str, bytes, int, float, Policy)) or obj is None:
+        return []
+    if isinstance(obj, Mapping):
+        return list(obj.values())
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return list(obj)
+    if inspect.ismethod(obj):
+        return [obj.__self__, obj.__func__]
+    if inspect.isfunction(obj):
+        cells = obj.__closure__ or ()
+        return [c.cell_contents for c in cells if c.cell_contents is not None]
+    if not f"{type(obj).__module__}.".startswith(_WALKED):
+        return []
+    if dataclasses.is_dataclass(obj):
+        return [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+    return list(getattr(obj, "__dict__", {}).values())
+
+
+def _reachable(root: Any, depth: int = 6) -> Iterator[Any]:
+    seen: set[int] = set()
+    stack = [(root, 0)]
+    while stack:
+        obj, level = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        yield obj
+        if level < depth:
+            stack.extend((child, level + 1) for child in _children(obj))
+
+
+def _node_settings(obj: Any) -> tuple[str, NodeSettings] | None:
+    policy = getattr(obj, "policy", None)
+    name, key = getattr(obj, "name", None), getattr(obj, "principal_key", None)
+    if not isinstance(name, str) or not isinstance(key, str):
+        return None
+    guard = {MemoryPolicy: "memory_resolve", EvidencePolicy: "evidence_resolve"}.get(
+        type(policy), ""
+    )
+    if not guard:
+        return None
+    keys = {logical: getattr(obj, attr) for attr, logical in _NODE_KEYS[guard].items()}
+    namespace = getattr(obj, "namespace", None)
+    store = getattr(obj, "store", None)
+    return name, NodeSettings(guard, key, namespace if callable(namespace) else None, store, keys)
+
+
+def graph_settings(graph: Any) -> GraphSettings:
+    """Read the guard nodes' options and the policies out of a compiled graph.
+
+    Walks each node and conditional edge (the functions, their closures and this package's
+    node objects): memory_resolve and evidence_resolve nodes give their ``principal_key``,
+    namespace, store and state keys; every guard policy found is indexed by its label.
+    """
+    builder = getattr(graph, "builder", None)
+    roots: list[Any] = [spec.runnable for spec in getattr(builder, "nodes", {}).values()]
+    for branches in getattr(builder, "branches", {}).values():
+        roots.extend(branch.path for branch in branches.values())
+    nodes: dict[str, NodeSettings] = {}
+    policies: dict[str, list[Any]] = {}
+    for obj in (o for root in roots for o in _reachable(root)):
+        if isinstance(obj, Policy):
+            same = policies.setdefault(obj.label, [])
+            if not any(obj == p for p in same):
+                same.append(obj)
+        found = _node_settings(obj)
+        if found is not None:
+            nodes[found[0]] = found[1]
+    return GraphSettings(nodes, {label: tuple(ps) for label, ps in policies.items()})
+
+
+def _changed(value: Any, default: Any) -> Any:
+    """The JSON form of ``value``; of a nested policy part, only the fields that changed."""
+    if not (dataclasses.is_dataclass(value) and type(value) is type(default)):
+        return to_jsonable(value)
+    return {
+        f.name: to_jsonable(getattr(value, f.name))
+        for f in dataclasses.fields(value)
+        if getattr(value, f.name) != getattr(default, f.name)
+    }
+
+
+def policy_options(policy: Any, kind: str) -> tuple[dict[str, Any], list[str]]:
+    """A case's ``input.policy`` for ``policy``: the fields that differ from the default.
+
+    Returns the options and the fields that a case cannot carry (their JSON form does not
+    rebuild the value); both are empty for a default policy.
+
+    Example:
+        >>> from agent_guards import LoopPolicy
+        >>> policy_options(LoopPolicy(nudge_at=3, stop_at=4), "loop")
+        ({'nudge_at': 3, 'stop_at': 4}, [])
+    """
+    base = POLICY_TYPES[kind]()
+    changed = {
+        f.name: _changed(getattr(policy, f.name), getattr(base, f.name, None))
+        for f in dataclasses.fields(policy)
+        if getattr(policy, f.name) != getattr(base, f.name, None)
+    }
+    if _rebuilds(base, changed, policy):
+        return changed, []
+    options: dict[str, Any] = {}
+    lost: list[str] = []
+    for name, option in changed.items():  # one field at a time: keep those that rebuild
+        if _rebuilds(base, {**options, name: option}, policy, name):
+            options[name] = option
+        else:
+            lost.append(name)
+    return options, lost
+
+
+def _rebuilds(base: Any, options: dict[str, Any], policy: Any, name: str = "") -> bool:
+    """Whether ``options`` on ``base`` give ``policy`` (or its field ``name``)."""
+    try:
+        rebuilt = with_options(base, options)
+    except (ValueError, TypeError):
+        return False
+    return bool(getattr(rebuilt, name) == getattr(policy, name) if name else rebuilt == policy)
+
+
 def _compact(data: dict[str, Any]) -> dict[str, Any]:
     """Drop empty and default fields so a drafted case stays readable."""
     defaults = {"status": "active", "source": "memory", "persist": False, "text": ""}
@@ -138,7 +312,13 @@ def _identities(principal: Any) -> list[str]:
 
 
 def _memory_case(
-    d: GuardDecision, state: Mapping[str, Any], keys: Mapping[str, str], principal: Any, store: Any
+    d: GuardDecision,
+    state: Mapping[str, Any],
+    keys: Mapping[str, str],
+    principal: Any,
+    store: Any,
+    *,
+    namespace: Callable[[str], Sequence[str]] = memory_namespace,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     scopes = _identities(principal)
     now = d.at
@@ -152,12 +332,15 @@ def _memory_case(
     records = [to_jsonable(r) for r in state.get(keys["memory_records"]) or ()]
     written = set(d.data.get("writes") or ())
     if store is not None and scopes:
-        for rec in load_memories(store, memory_namespace(scopes[0])):
+        for rec in load_memories(store, tuple(namespace(scopes[0]))):
             if rec.id in fact_ids:
                 continue  # written back by this very decision
             row = rec.to_dict()
-            if rec.id in written and rec.status == "superseded":
-                row["status"] = "active"  # superseded by this decision's write-back
+            mine = row.get("turn") in fact_ids  # a write-back names the turn it came from
+            if mine or (rec.id in written and rec.status == "superseded"):
+                # superseded by this decision's write-back: the record as it was before
+                row["status"] = row.pop("prior_status", None) or "active"
+                row.pop("turn", None)
             records.append(row)
     data: dict[str, Any] = {"now": now, "records": [_compact(r) for r in records]}
     if facts:
@@ -226,13 +409,28 @@ def _answered_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class Drafter:
-    """Builds the draft cases of one thread; collects what it skipped."""
+    """Builds the draft cases of one thread; collects what it skipped.
+
+    ``settings`` (from :func:`graph_settings`) gives each node's principal key, namespace,
+    store and state keys, and the policies behind the labels decisions record; ``keys``
+    (the caller's overrides), ``principal``, ``store`` and ``namespace`` win over them.
+    """
 
     def __init__(
-        self, thread_id: str, slice_: str, keys: Mapping[str, str], principal: Any, store: Any
+        self,
+        thread_id: str,
+        slice_: str,
+        keys: Mapping[str, str],
+        principal: Any,
+        store: Any,
+        *,
+        settings: GraphSettings | None = None,
+        namespace: Callable[[str], Sequence[str]] | None = None,
     ) -> None:
         self.thread_id, self.slice, self.keys = thread_id, slice_, {**DEFAULT_KEYS, **keys}
-        self.principal, self.store = principal, store
+        self.overrides = dict(keys)
+        self.principal, self.store, self.namespace = principal, store, namespace
+        self.settings = settings or GraphSettings()
         self.cases: list[Case] = []
         self.skipped: Counter[str] = Counter()
 
@@ -241,12 +439,40 @@ class Drafter:
     ) -> None:
         n = len(self.cases) + 1
         case_id = f"{self.thread_id}-{n:03d}-{d.guard}"
-        recorded = f" Recorded under {d.policy}: replay it under that policy." if d.policy else ""
+        recorded = self._policy(d, kind, data)
         note = (
             f"Drafted from thread {self.thread_id!r}, {where}: {d.guard} {d.verdict.value} "
             f"({d.reason}). {d.detail}{recorded} Edit expect to what it should have decided."
         )
         self.cases.append(Case(case_id, self.slice, kind, data, expect, note=note.strip()))
+
+    def _policy(self, d: GuardDecision, kind: str, data: dict[str, Any]) -> str:
+        """Put the recorded policy's options in ``data["policy"]``; the note's sentence."""
+        if not d.policy:
+            return ""
+        found = [
+            p for p in self.settings.policies.get(d.policy, ()) if isinstance(p, POLICY_TYPES[kind])
+        ]
+        if len(found) != 1:
+            return f" Recorded under {d.policy}: replay it under that policy."
+        options, lost = policy_options(found[0], kind)
+        if options:
+            data["policy"] = options
+        if lost:
+            return (
+                f" Recorded under {d.policy}; input.policy cannot carry {', '.join(lost)}: "
+                "replay it under that policy."
+            )
+        return f" Recorded under {d.policy} (its options are in input.policy)." if options else ""
+
+    def _node(self, d: GuardDecision) -> tuple[str, Mapping[str, str], Any]:
+        """The decision's guard, the state keys its node reads and the caller's identities."""
+        node = self.settings.nodes.get(d.guard)
+        keys = {**self.keys, **(node.keys if node else {}), **self.overrides}
+        principal_key = self.overrides.get("principal") or (
+            node.principal_key if node else keys["principal"]
+        )
+        return (node.guard if node else d.guard), keys, principal_key
 
     def _messages(self, state: Mapping[str, Any], ids: list[str]) -> list[dict[str, Any]]:
         """The message channel holding the decision's tool calls (``keys["messages"]`` first;
@@ -272,9 +498,6 @@ class Drafter:
         new: list[GuardDecision],
     ) -> None:
         """Draft the cases of the decisions ``new`` made between ``before`` and ``after``."""
-        principal = self.principal
-        if principal is None:
-            principal = meta.get(self.keys["principal"])
         reuse = [d for d in new if d.guard == "loop_check" and d.verdict.value == "reuse"]
         if reuse:
             ids = [i for d in reuse for i in d.selected_ids]
@@ -282,23 +505,36 @@ class Drafter:
             expect = {"reused_ids": list(dict.fromkeys(_reused_before(msgs) + ids))}
             self.add(reuse[0], "loop", {"messages": msgs}, expect, where)
         for d in new:
-            if d.guard == "evidence_resolve":
-                data, expect = _evidence_case(d, before, meta, self.keys, principal)
-                self.add(d, "evidence", data, expect, where)
-            elif d.guard == "memory_resolve":
-                data, expect = _memory_case(d, before, self.keys, principal, self.store)
-                self.add(d, "memory", data, expect, where)
-            elif d.guard == "planner_gate" and d.reason not in _APPROVAL_REASONS:
+            guard = self._node(d)[0]
+            if guard in ("evidence_resolve", "memory_resolve"):
+                self._resolve(d, before, meta, where)
+            elif guard == "planner_gate" and d.reason not in _APPROVAL_REASONS:
                 data, expect = _planner_case(d, before, self.keys)
                 self.add(d, "planner", data, expect, where)
-            elif d.guard == "loop_check" and d.verdict.value in ("nudge", "stop", "escalate"):
+            elif guard == "loop_check" and d.verdict.value in ("nudge", "stop", "escalate"):
                 msgs = self._messages(before, list(d.selected_ids))
                 stop = {"verdict": d.verdict.value, "reason": d.reason}
                 self.add(d, "loop", {"messages": msgs}, stop, where)
-            elif d.guard == "retry_router" and d.reason != "invalid_input":
+            elif guard == "retry_router" and d.reason not in ("invalid_input", "model_failed"):
                 self._retry(d, before, after, where)
-            elif not (d.guard == "loop_check" and d.verdict.value == "reuse"):
+            elif not (guard == "loop_check" and d.verdict.value == "reuse"):
                 self.skipped[d.guard] += 1
+
+    def _resolve(
+        self, d: GuardDecision, before: Mapping[str, Any], meta: Mapping[str, Any], where: str
+    ) -> None:
+        """An evidence or memory case, read with the node's keys, principal and namespace."""
+        guard, keys, principal_key = self._node(d)
+        principal = self.principal if self.principal is not None else meta.get(principal_key)
+        if guard == "evidence_resolve":
+            data, expect = _evidence_case(d, before, meta, keys, principal)
+            self.add(d, "evidence", data, expect, where)
+            return
+        node = self.settings.nodes.get(d.guard)
+        namespace = self.namespace or (node.namespace if node else None) or memory_namespace
+        store = self.store if self.store is not None else (node.store if node else None)
+        data, expect = _memory_case(d, before, keys, principal, store, namespace=namespace)
+        self.add(d, "memory", data, expect, where)
 
     def _retry(
         self, d: GuardDecision, before: Mapping[str, Any], after: Mapping[str, Any], where: str

@@ -19,7 +19,8 @@ case is a regression case.
 * loop_check: the messages before the node, from the channel that holds the decision's call
   ids (``messages``, or e.g. the reference graph's ``step_messages``). Expect: the
   nudge / stop / escalate verdict and reason, or ``reused_ids`` for REUSE decisions.
-* retry_router: the messages after the tools node, one case per failed call. Expect: route,
+* retry_router: the messages after the tools node, one case per failed tool call (a failed
+  model call, reason ``model_failed``, has no tool messages to replay: skipped). Expect: route,
   kind, reason.
 
 Delta channels (``delta_log()``, :func:`~agent_guards.delta_channel`, LangGraph's beta
@@ -34,26 +35,38 @@ package's reducers (``merge_plans``, ``merge_evidence``, ``keep_last``,
 ``add_messages_stable``), other channels need ``reducers=``.
 
 The run's config is read from the checkpoint metadata (LangGraph copies ``configurable``
-values there): ``principal`` and ``agent_guards_now``. Other guards' decisions
-(context_guard, budgets) are skipped and counted. Node options that are not in state are not
-known here: a planner gate's ``tools=``, custom state keys (pass ``keys=``) and the policies
-(run the drafts under the graph's own :class:`~agent_guards.evals.EvalPolicies`).
+values there): the principal and ``agent_guards_now`` (the pinned clock, also stamped on each
+decision as ``at``). Other guards' decisions (context_guard, budgets) are skipped and
+counted. With ``graph=`` the nodes' own options are read from the graph, so a draft passes on
+the thread it came from: a node's ``principal_key``, its memory ``namespace`` and store, its
+state keys and the node's name (a renamed node's decisions), and the policy behind each
+decision's label, carried as the case's ``input.policy`` (the fields that differ from the
+default). Without it, pass ``keys=`` (``{"principal": "user_id"}``), ``namespace=`` and run
+the drafts under the graph's own :class:`~agent_guards.evals.EvalPolicies`. Still not known:
+a planner gate's ``tools=``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from typing_extensions import TypedDict, Unpack
 
 from agent_guards.core.state import DEFAULT_LOG_SIZE, keep_last
 from agent_guards.evals.cases import Case
-from agent_guards.evals.drafts import DEFAULT_KEYS, Drafter, new_decisions, written_decisions
+from agent_guards.evals.drafts import (
+    DEFAULT_KEYS,
+    Drafter,
+    graph_settings,
+    new_decisions,
+    written_decisions,
+)
 from agent_guards.evidence_resolve.messages import merge_evidence
+from agent_guards.memory_resolve.store import memory_namespace
 from agent_guards.persistence import open_persistence
 from agent_guards.planner_gate.graph import merge_plans
 from agent_guards.serde import delta_channel, serde_allowlist
@@ -146,6 +159,18 @@ def _replayed_values(
     return out
 
 
+def _namespace(value: Any) -> Callable[[str], Sequence[str]] | None:
+    """A ``namespace=`` option: a callable, or a prefix for :func:`memory_namespace`."""
+    if value is None:
+        return None
+    if callable(value):
+        return cast("Callable[[str], Sequence[str]]", value)
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise TypeError(f"namespace must be a callable or a sequence of labels, got {value!r}")
+    prefix = tuple(value)
+    return lambda principal: memory_namespace(principal, prefix=prefix)
+
+
 class DraftOptions(TypedDict, total=False):
     """The keyword options of :func:`cases_from_thread` and :func:`draft_cases`."""
 
@@ -155,6 +180,7 @@ class DraftOptions(TypedDict, total=False):
     keys: Mapping[str, str] | None
     graph: Any
     reducers: Mapping[str, Callable[[Any, Any], Any]] | None
+    namespace: Callable[[str], Sequence[str]] | Sequence[str] | None
 
 
 def draft_cases(
@@ -187,7 +213,9 @@ def draft_cases(
         options.get("slice", "from_thread"),
         keys,
         options.get("principal"),
-        options.get("store"),
+        options.get("store", getattr(graph, "store", None)),
+        settings=graph_settings(graph) if graph is not None else None,
+        namespace=_namespace(options.get("namespace")),
     )
     for parent in tuples:
         pid = parent.config["configurable"]["checkpoint_id"]
@@ -217,14 +245,23 @@ def cases_from_thread(
         checkpointer: The graph's checkpointer (SqliteSaver, PostgresSaver, InMemorySaver...).
         thread_id: The thread to read.
         slice: The slice the drafts belong to.
-        principal: The caller's identities; default: ``principal`` from the checkpoint
-            metadata (the run's ``configurable``).
-        store: The graph's store, to rebuild memory_resolve inputs from stored memories.
-        keys: State key overrides (see :data:`DEFAULT_KEYS`), for nodes built with other keys.
+        principal: The caller's identities; default: the value the run's ``configurable``
+            held under the node's ``principal_key`` (LangGraph copies it to the checkpoint
+            metadata), ``principal`` without ``graph``.
+        store: The graph's store, to rebuild memory_resolve inputs from stored memories
+            (default: the store ``graph`` was compiled with).
+        keys: State key overrides (see :data:`DEFAULT_KEYS`), for nodes built with other keys;
+            ``keys={"principal": ...}`` names the config key of the principal.
         graph: The compiled graph that wrote the thread: states are then read with its
-            ``get_state_history`` (delta channels replayed with its own reducers).
+            ``get_state_history`` (delta channels replayed with its own reducers), and each
+            case carries what its node was built with: the principal key, the memory
+            namespace, the state keys, and the recorded policy's options as
+            ``input.policy``.
         reducers: Without ``graph``, reducers for delta channels other than ``plans``,
             ``evidence``, ``guard_log`` and ``messages`` (channel name -> reducer).
+        namespace: The memory namespace of a principal: a callable (as given to
+            ``create_memory_resolve``) or a prefix (``("acme", "memories")``); default: the
+            memory node's own (with ``graph``), else :func:`memory_namespace`.
 
     Returns:
         One case per rebuildable decision, in the order they were made.

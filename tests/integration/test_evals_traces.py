@@ -17,15 +17,18 @@ from langgraph.prebuilt import tools_condition
 from langgraph.types import Command
 
 from agent_guards import (
+    EvidencePolicy,
     EvidenceState,
     GuardDecision,
     GuardState,
     LoopPolicy,
+    MemoryPolicy,
     MemoryRecord,
     MemoryState,
     PlannerPolicy,
     PlanState,
     PlanVersion,
+    RetryRouterPolicy,
     ToolCallGuard,
     add_planner_gate,
     add_retry_router,
@@ -37,7 +40,7 @@ from agent_guards.evals.cli import run as eval_cli
 from agent_guards.evals.traces import cases_from_thread, draft_cases, write_cases
 from agent_guards.memory_resolve import memory_namespace, save_memories
 from agent_guards.planner_gate import current_plan, mark_step, next_step, progress_update
-from agent_guards.retry_router import TransientToolError
+from agent_guards.retry_router import Backoff, TransientToolError
 from agent_guards.serde import delta_log, guard_serializer
 from agent_guards.testing import ScriptedChatModel, tool_call_message
 
@@ -329,7 +332,9 @@ def test_cases_from_a_reference_graph_thread_with_delta_channels(tmp_path: Path,
             scenario.script().model(), scenario.tools(), policies=scenario.policies, store=store
         )
         via_graph = cases_from_thread(saver, name, store=store, graph=graph)
-    assert [c.to_dict() for c in via_graph] == [c.to_dict() for c in cases]
+    # the same states either way; the graph adds only its policies' options and their note
+    same = [({**c.input, "policy": None}, c.expect) for c in via_graph]
+    assert same == [({**c.input, "policy": None}, c.expect) for c in cases]
     planner = [c for c in cases if c.kind == "planner"]
     evidence = [c for c in cases if c.kind == "evidence"]
     assert planner and evidence
@@ -346,3 +351,176 @@ def test_a_misspelled_option_is_refused_with_the_allowed_ones(draft: Any) -> Non
 
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['slise'\]; allowed: slice"):
         draft(InMemorySaver(), "t1", slise="x")
+
+
+# -- a custom-configured graph: its drafts carry what its nodes were built with -------------
+
+USER_KEY = "user_id"  # not the default "principal"
+ACME = ("acme", "memories")  # not the default ("memories",)
+STORM = RetryRouterPolicy(backoff=Backoff(base_delay=0.01, max_attempts=4), name="AcmeRetry")
+LOOPS = LoopPolicy(nudge_at=3, stop_at=4, name="AcmeLoops")
+
+
+def acme_namespace(principal: str) -> tuple[str, ...]:
+    return memory_namespace(principal, prefix=ACME)
+
+
+def custom_plan_graph(saver: Any, store: Any) -> Any:
+    """memory_resolve and evidence_resolve read ``user_id``; memories live under acme/."""
+    builder = StateGraph(PlanGraphState)
+    memory = create_memory_resolve(
+        principal_key=USER_KEY, namespace=acme_namespace, policy=MemoryPolicy(name="AcmeMemory")
+    )
+    builder.add_node("memory_resolve", memory)
+    evidence = create_evidence_resolve(
+        principal_key=USER_KEY, policy=EvidencePolicy(high_risk=True, name="AcmeEvidence")
+    )
+    builder.add_node("evidence_resolve", evidence)
+    builder.add_edge(START, "memory_resolve")
+    builder.add_edge("memory_resolve", "evidence_resolve")
+    builder.add_edge("evidence_resolve", END)
+    return builder.compile(checkpointer=saver, store=store)
+
+
+def custom_tool_graph(saver: Any) -> Any:
+    """Three 429s retried under a 4-attempt policy, then a search repeated until LOOPS stops."""
+    attempts: list[str] = []
+
+    @tool
+    def quote(symbol: str) -> str:
+        """Latest quote."""
+        attempts.append(symbol)
+        if len(attempts) <= 3:
+            raise TransientToolError("429 Too Many Requests", retry_after=1)
+        return "X: 42.10 USD"
+
+    @tool
+    def search(q: str) -> str:
+        """Search."""
+        return "Contracts above 500k need a second review (policy 2026, section 4.2)."
+
+    model = ScriptedChatModel(
+        script=[
+            tool_call_message("quote", {"symbol": "X"}),
+            tool_call_message("search", {"q": "x"}),
+        ],
+        repeat_last=True,
+    )
+    guard = ToolCallGuard(
+        sleep=lambda s: None, loop=LOOPS, retry=STORM, messages_key="step_messages"
+    )
+
+    def agent(state: ToolState) -> dict[str, Any]:
+        history = state.get("step_messages") or [HumanMessage(state["task"])]
+        return {"step_messages": [*history[:1], model.invoke(history)]}
+
+    builder = StateGraph(ToolState)
+    builder.add_node("model", agent)
+    builder.add_node("tools", guard.tool_node([quote, search]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges(
+        "model", lambda s: tools_condition(s, messages_key="step_messages")
+    )
+    add_retry_router(
+        builder,
+        "tools",
+        model="model",
+        tools="tools",
+        policy=STORM,
+        loop_policy=LOOPS,
+        messages_key="step_messages",
+    )
+    return builder.compile(checkpointer=saver)
+
+
+def record_custom_threads(saver: Any, store: Any) -> dict[str, Any]:
+    save_memories(
+        store,
+        acme_namespace(PRINCIPAL),
+        [MemoryRecord("m1", "report_format", "pdf", scope=PRINCIPAL, created_at="2026-01-01")],
+    )
+    run = {USER_KEY: PRINCIPAL, "agent_guards_now": NOW}
+    facts = [{"key": "report_format", "value": "markdown", "persist": True}]
+    graphs = {"acme-plans": custom_plan_graph(saver, store), "acme-tools": custom_tool_graph(saver)}
+    graphs["acme-plans"].invoke(
+        {"evidence": EVIDENCE, "memory_facts": facts},
+        {"configurable": {**run, "thread_id": "acme-plans"}},
+    )
+    graphs["acme-tools"].invoke(
+        {"task": "quote X, then find the review limit"},
+        {"configurable": {**run, "thread_id": "acme-tools"}, "recursion_limit": 60},
+    )
+    return graphs
+
+
+def test_drafts_of_a_custom_configured_graph_pass_on_their_own_thread(tmp_path: Path) -> None:
+    with sqlite_persistence(tmp_path / "acme.sqlite") as (saver, store):
+        graphs = record_custom_threads(saver, store)
+        before = [c for t in graphs for c in cases_from_thread(saver, t, store=store)]
+        after = [c for t, g in graphs.items() for c in cases_from_thread(saver, t, graph=g)]
+    assert len(after) == len(before) and {c.kind for c in after} == {
+        "memory",
+        "evidence",
+        "loop",
+        "retry",
+    }
+    # from the checkpoints alone, the principal key, namespace and policies are not known
+    assert run_cases(before).failed
+    run = run_cases(after)
+    assert run.failed == [], [(r.case_id, r.failures) for r in run.failed]
+
+    memory = next(c for c in after if c.kind == "memory")
+    assert memory.input["scopes"] == [PRINCIPAL] and memory.input["now"] == NOW  # pinned clock
+    assert "m1" in {r["id"] for r in memory.input["records"]}  # read from acme/memories/...
+    evidence = next(c for c in after if c.kind == "evidence")
+    assert (evidence.input["principal"], evidence.input["as_of"]) == (PRINCIPAL, NOW)
+    assert evidence.input["policy"] == {"high_risk": True, "name": "AcmeEvidence"}
+    assert evidence.expect["absent_ids"] == ["memo"]
+    retry = [c for c in after if c.kind == "retry"]
+    backoff = {"base_delay": 0.01, "max_attempts": 4}
+    assert retry[0].input["policy"] == {"backoff": backoff, "name": "AcmeRetry"}
+    assert "its options are in input.policy" in retry[0].note
+    loops = [c for c in after if c.kind == "loop" and "verdict" in c.expect]
+    assert {c.input["policy"]["name"] for c in loops} == {"AcmeLoops"}
+
+
+def test_cli_from_thread_reads_the_graph_it_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "acme.sqlite"
+    with sqlite_persistence(db) as (saver, store):
+        record_custom_threads(saver, store)
+    module = tmp_path / "acme_graph.py"
+    module.write_text(
+        "from tests.integration.test_evals_traces import custom_plan_graph\n"
+        "graph = custom_plan_graph(None, None)\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "drafts.jsonl"
+    argv = ["--from-thread", "acme-plans", "--db", str(db), "--out", str(out)]
+    assert eval_cli([*argv, "--graph", f"{module}:graph"]) == 0
+    drafts = load_cases([out])
+    assert len(drafts) == 2 and run_cases(drafts).failed == []
+    assert eval_cli(argv) == 0  # without --graph: drafted, but not what the nodes were built with
+    assert run_cases(load_cases([out])).failed
+    capsys.readouterr()
+
+
+def test_demo_rate_limit_storm_drafts_pass_under_its_policy(tmp_path: Path) -> None:
+    """The demo's storm retries 4 times (StormRetryPolicy); a draft replayed under the default
+    3-attempt policy used to fail (1 of its cases). The CLI builds the demo graph itself."""
+    from agent_guards.graphs.scenarios import SCENARIOS, run_scenario
+    from agent_guards.persistence import open_persistence
+
+    db = str(tmp_path / "demo.sqlite")
+    with open_persistence(db) as (saver, store):
+        run_scenario(SCENARIOS["rate_limit_storm"], saver, store, thread_id="rate_limit_storm-1")
+        alone = cases_from_thread(saver, "rate_limit_storm-1", store=store)
+    assert len(run_cases(alone).failed) == 1  # the checkpoints alone: StormRetryPolicy unknown
+    out = tmp_path / "storm.jsonl"
+    assert eval_cli(["--from-thread", "rate_limit_storm-1", "--db", db, "--out", str(out)]) == 0
+    drafts = load_cases([out])
+    assert len(drafts) == len(alone)
+    run = run_cases(drafts)
+    assert run.failed == [], [(r.case_id, r.failures) for r in run.failed]
+    assert all(c.input["policy"]["name"] == "StormRetryPolicy" for c in drafts if c.kind == "retry")
