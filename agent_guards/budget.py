@@ -28,7 +28,7 @@ from typing import Any
 
 from agent_guards.core.errors import BudgetExceeded
 from agent_guards.core.fields import to_datetime
-from agent_guards.core.policy import check_duration, check_int
+from agent_guards.core.policy import check_duration, check_int, is_number
 
 __all__ = [
     "AllOf",
@@ -42,7 +42,9 @@ __all__ = [
     "MaxToolCalls",
     "StopCondition",
     "StopReason",
+    "clock_start",
     "recursion_limit_for",
+    "step_overdue",
 ]
 
 
@@ -361,6 +363,22 @@ class Budget:
         cond = self.stop_condition()
         return cond(state, now) if cond is not None else None
 
+    def start(self, state: Mapping[str, Any], now: datetime) -> dict[str, float]:
+        """The ``usage`` update that starts this budget's clock: ``{"started_at": ...}``
+        from the run's clock when ``max_seconds`` is set and the clock has not started,
+        else ``{}``. Write it in the first node of a run, or ``max_seconds`` never trips.
+
+        >>> from datetime import datetime, timezone
+        >>> budget = Budget(max_seconds=60)
+        >>> budget.start({}, datetime.fromtimestamp(30, tz=timezone.utc))
+        {'started_at': 30.0}
+        >>> budget.start({"usage": {"started_at": 5.0}}, datetime.now(timezone.utc))
+        {}
+        """
+        if self.max_seconds is None:
+            return {}
+        return clock_start(state, now)
+
     def remaining(self, usage: Mapping[str, Any]) -> dict[str, int]:
         """How much of each bounded counter is left (never negative)."""
         return {
@@ -393,3 +411,37 @@ def recursion_limit_for(
         raise ValueError(f"margin must be between 0 and 10, got {margin!r}")
     base = (budget.max_steps + 1) * nodes_per_step
     return max(minimum, base + math.ceil(base * margin))
+
+
+def clock_start(state: Mapping[str, Any], now: datetime) -> dict[str, float]:
+    """``{"started_at": now}`` (POSIX seconds) when ``usage["started_at"]`` is not set yet,
+    else ``{}``. ``merge_usage`` keeps the earliest start, so writing it twice is harmless.
+
+    >>> from datetime import datetime, timezone
+    >>> clock_start({"usage": {"steps": 2}}, datetime.fromtimestamp(7, tz=timezone.utc))
+    {'started_at': 7.0}
+    """
+    if _usage(state).get("started_at") is not None:
+        return {}
+    when = to_datetime(now, item=None, field="now")
+    return {} if when is None else {"started_at": when.timestamp()}
+
+
+def step_overdue(timeout_s: float | None, started_at: float | None, now: datetime) -> float | None:
+    """Seconds a step has run when it reached its ``timeout_s`` (run's clock), else None.
+
+    >>> from datetime import datetime, timezone
+    >>> step_overdue(30, 0.0, datetime.fromtimestamp(45, tz=timezone.utc))
+    45.0
+    >>> step_overdue(30, 0.0, datetime.fromtimestamp(10, tz=timezone.utc)) is None
+    True
+    >>> step_overdue(None, 0.0, datetime.fromtimestamp(99, tz=timezone.utc)) is None
+    True
+    """
+    if timeout_s is None or started_at is None or not is_number(started_at):
+        return None
+    when = to_datetime(now, item=None, field="now")
+    if when is None:
+        return None
+    elapsed = when.timestamp() - float(started_at)
+    return round(elapsed, 3) if elapsed >= float(timeout_s) else None

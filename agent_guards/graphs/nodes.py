@@ -22,9 +22,11 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command, interrupt
 
 from agent_guards import GuardDecision, PlanStep, PlanVersion, Verdict
-from agent_guards.budget import StopReason
+from agent_guards.budget import StopReason, step_overdue
 from agent_guards.context_guard import flag_evidence, tool_result_flags
 from agent_guards.core import Effect, now_from_config
+from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.signatures import canonical_args
 from agent_guards.core.stopping import answer_pending
 from agent_guards.evidence_resolve import evidence_from_messages
 from agent_guards.evidence_resolve.boundary import identities_of
@@ -40,6 +42,7 @@ from agent_guards.planner_gate import (
     progress_update,
 )
 from agent_guards.retry_router import FailureKind, describe_failure
+from agent_guards.retry_router.classify import failure_of
 from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger
 from agent_guards.tool_guard.plan import cancelled
 
@@ -138,6 +141,83 @@ class Nodes:
             return None
         return self.pol.budget.check(state, now_from_config(config))
 
+    def start_clock(
+        self, state: Mapping[str, Any], config: RunnableConfig
+    ) -> tuple[dict[str, float], list[GuardDecision]]:
+        """The ``usage`` update that starts ``Budget.max_seconds`` (the run's clock, at the
+        first node of the thread's first run) and its decision; ``({}, [])`` when there is
+        no time limit or the clock already runs (``merge_usage`` keeps the earliest)."""
+        if not self.pol.guards:
+            return {}, []
+        now = now_from_config(config)
+        started = self.pol.budget.start(state, now)
+        if not started:
+            return {}, []
+        limit = self.pol.budget.max_seconds
+        decision = GuardDecision(
+            guard="budget",
+            verdict=Verdict.CONTINUE,
+            reason="clock_started",
+            detail=f"max_seconds={limit} counts from {now.isoformat()}",
+            policy=f"Budget(max_seconds={limit})",
+            data={"started_at": started["started_at"], "limit": limit},
+        )
+        return started, [stamp(decision, config)]
+
+    def step_late(
+        self, state: Mapping[str, Any], config: RunnableConfig
+    ) -> tuple[PlanStep, float] | None:
+        """The running step and how long it ran, once it reached its ``timeout_s`` (the
+        run's clock since ``start_step``); None when it has time left or no limit."""
+        current = current_plan(state.get("plans") or [])
+        step = _step_of(current, state.get("current_step"))
+        if not self.pol.guards or step is None:
+            return None
+        started = state.get("step_started_at")
+        elapsed = step_overdue(step.timeout_s, started, now_from_config(config))
+        return (step, elapsed) if elapsed is not None else None
+
+    def step_fallback(
+        self,
+        state: Mapping[str, Any],
+        config: RunnableConfig,
+        update: dict[str, Any],
+        route: str,
+    ) -> Command[Any] | None:
+        """A step that failed or timed out takes the fallback it declares (``use_cache``,
+        ``skip``, ``ask_user``; any other value asks the user), recorded as a decision; a
+        timeout without a fallback is recorded too. None: the usual routes apply.
+
+        A refusal (permission) and a spent budget never take a fallback."""
+        marked = (update.get("plans") or [None])[0]
+        step = _step_of(marked, state.get("current_step"))
+        stopped = (state.get("outcome") or {}).get("route") == "stopped"
+        if not self.pol.guards or step is None or route in ("done", "refuse") or stopped:
+            return None
+        late = self.step_late(state, config)
+        timed_out = late is not None or _timed_out(state.get("step_messages") or [])
+        why = "step_timeout" if timed_out else "step_failed"
+        if step.fallback is None:
+            if timed_out:
+                decision = _fallback_decision(step, why, "none", late, Verdict.STOP)
+                update["guard_log"] = [stamp(decision, config)]
+            return None
+        assert marked is not None
+        kind = step.fallback if step.fallback in ("use_cache", "skip") else "ask_user"
+        cached = _cached(state.get("plans") or [], marked, step) if kind == "use_cache" else None
+        decision = _fallback_decision(step, why, kind, late, Verdict.FALLBACK, cached=cached)
+        update["guard_log"] = [stamp(decision, config)]
+        if kind == "ask_user":
+            text = f"Step {step.id} ({step.description}) {decision.detail}. How should I go on?"
+            update["outcome"] = {"route": "clarify", "reason": why, "text": text}
+            return Command(goto="respond", update=update)
+        status = StepStatus.DONE if cached is not None else StepStatus.SKIPPED
+        evidence = cached.evidence_ids if cached is not None else ()
+        update["plans"] = [
+            mark_step(marked, step.id, status, evidence_ids=evidence, note=decision.detail)
+        ]
+        return Command(goto="review", update=update)
+
     def parse_goal(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
         if (outcome := self.stop_now(state, config) or self.asked_to_stop(state)) is not None:
             # a cancel, or a later turn on a thread whose budget is spent: no new model call
@@ -160,6 +240,10 @@ class Nodes:
             "usage": {"model_calls": 1, "steps": 1},
             **progress_update(observations=1),
         }
+        started, decisions = self.start_clock(state, config)
+        if started:  # the first run of the thread: max_seconds counts from now
+            update["usage"] |= started
+            update["guard_log"] = decisions
         if state.get("plans"):  # a new turn on this thread: its plan answers user input
             update["replan_trigger"] = "user_input"
         if self.pol.guards and goal.missing():
@@ -221,6 +305,7 @@ class Nodes:
                 ],
                 "context_pins": {"goal": brief},
                 "usage": {"steps": 1},
+                "step_started_at": now_from_config(config).timestamp(),  # timeout_s from here
             },
         )
 
@@ -231,6 +316,13 @@ class Nodes:
             )
             update = {"step_messages": [note], "outcome": outcome}
             return Command(goto="record_step", update=update)
+        if (late := self.step_late(state, config)) is not None:
+            step, elapsed = late
+            meta = {"agent_guards": {"reason": "step_timeout", "verdict": "fallback"}}
+            note = AIMessage(f"Stopped before the next model call: step {step.id} ran {elapsed}s, "
+                             f"over its timeout_s={step.timeout_s}.", name="budget",
+                             response_metadata=meta)  # fmt: skip
+            return Command(goto="record_step", update={"step_messages": [note]})
         reply = self.agent_model.invoke(state["step_messages"])
         goto = "tools" if isinstance(reply, AIMessage) and reply.tool_calls else "record_step"
         return Command(goto=goto, update={"step_messages": [reply], "usage": usage_of(reply)})
@@ -263,6 +355,8 @@ class Nodes:
                 note=note,
             )
             update["plans"] = [marked]
+        if (fallback := self.step_fallback(state, config, update, route)) is not None:
+            return fallback
         if route == "refuse":
             update["outcome"] = {"route": "refuse", "reason": note}
             return Command(goto="respond", update=update)
@@ -378,6 +472,79 @@ def _step_evidence(results: Sequence[ToolMessage], who: frozenset[str]) -> list[
         carried = bool(tool_result_flags(message.content, items))
         found.extend(flag_evidence(items, carried=carried))
     return found
+
+
+def _step_of(version: PlanVersion | None, step_id: Any) -> PlanStep | None:
+    if version is None or not isinstance(step_id, str):
+        return None
+    return next((s for s in version.steps if s.id == step_id), None)
+
+
+def _timed_out(messages: Sequence[Any]) -> bool:
+    """A tool of the step reported a timeout (``TimeoutError`` and its kin)."""
+    for message in messages:
+        if not isinstance(message, ToolMessage) or message.status != "error":
+            continue
+        try:
+            failure = failure_of(message)
+        except InvalidInputError:
+            continue
+        if failure is not None and "timeout" in (failure.error_type or "").lower():
+            return True
+    return False
+
+
+def _cached(
+    versions: Sequence[PlanVersion], current: PlanVersion, step: PlanStep
+) -> PlanStep | None:
+    """The newest done step of any plan version with this step's tool and args (not the
+    step itself): the cached result a ``use_cache`` fallback answers with."""
+    if step.tool is None:
+        return None
+    key = (step.tool, canonical_args(step.args))
+    for version in reversed(versions):
+        for old in version.steps:
+            same = (old.tool or "", canonical_args(old.args)) == key
+            itself = version.version == current.version and old.id == step.id
+            if same and not itself and old.status is StepStatus.DONE:
+                return old
+    return None
+
+
+def _fallback_decision(
+    step: PlanStep,
+    why: str,
+    kind: str,
+    late: tuple[PlanStep, float] | None,
+    verdict: Verdict,
+    *,
+    cached: PlanStep | None = None,
+) -> GuardDecision:
+    """The decision a failed or timed-out step's fallback records."""
+    what = f"timed out (timeout_s={step.timeout_s})" if why == "step_timeout" else "failed"
+    taken = {
+        "none": "no fallback declared",
+        "skip": "skipped (fallback skip)",
+        "ask_user": "the user is asked (fallback ask_user)",
+        "use_cache": f"answered from the cached result of {cached.id}"
+        if cached is not None
+        else "skipped: no cached result (fallback use_cache)",
+    }[kind]
+    return GuardDecision(
+        guard="planner_gate",
+        verdict=verdict,
+        reason=why,
+        detail=f"{what}: {taken}",
+        selected_ids=(step.id,),
+        data={
+            "fallback": step.fallback,
+            "taken": kind,
+            "risk": step.risk.value,
+            "timeout_s": step.timeout_s,
+            "elapsed": late[1] if late is not None else None,
+            "cached_from": cached.id if cached is not None else None,
+        },
+    )
 
 
 def _stopped(reason: StopReason) -> dict[str, Any]:

@@ -44,6 +44,10 @@ class StepSpec(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     depends_on: list[str] = Field(default_factory=list)
     risk: Literal["low", "medium", "high"] = "low"
+    timeout_s: float | None = Field(default=None, gt=0, description="time limit in seconds")
+    fallback: Literal["use_cache", "skip", "ask_user"] | None = Field(
+        default=None, description="what to do when the step fails or times out"
+    )
 
 
 class PlanSpec(BaseModel):
@@ -102,6 +106,8 @@ def to_steps(specs: Sequence[StepSpec]) -> tuple[PlanStep, ...]:
             args=s.args,
             depends_on=tuple(s.depends_on),
             risk=RiskLevel(s.risk),
+            timeout_s=s.timeout_s,
+            fallback=s.fallback,
         )
         for s in specs
     )

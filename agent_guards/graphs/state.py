@@ -52,6 +52,9 @@ class PlanExecuteState(MessagesState, PlanState, EvidenceState, MemoryState, Con
     # write of the tools step), not in every checkpoint until the step ends.
     step_messages: Annotated[list[AnyMessage], delta_messages()]
     current_step: str | None
+    step_started_at: float | None
+    """When the running step started (POSIX seconds, the run's clock): its ``timeout_s``
+    counts from here."""
     replan_trigger: str | None
     outcome: dict[str, Any]
 

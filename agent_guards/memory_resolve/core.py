@@ -33,7 +33,7 @@ from agent_guards.core.fields import (
 from agent_guards.memory_resolve.model import MemoryRecord, MemoryVerdict, memory_value_key
 from agent_guards.memory_resolve.policy import MemoryPolicy
 
-__all__ = ["GUARD", "coerce_record", "resolve_memory"]
+__all__ = ["GUARD", "coerce_record", "resolve_memory", "without_own_writes"]
 
 GUARD = "memory_resolve"
 _LONG_TERM = ("memory", "inferred")
@@ -49,6 +49,35 @@ def coerce_record(raw: Any) -> MemoryRecord:
     raise InvalidInputError(
         f"expected MemoryRecord or dict, got {type(raw).__name__}", field="records"
     )
+
+
+def without_own_writes(
+    stored: Iterable[MemoryRecord], current: Iterable[MemoryRecord]
+) -> list[MemoryRecord]:
+    """The stored records as they were before the write-back of the ``current`` turn.
+
+    A replay of a turn (from a checkpoint before memory_resolve) finds that turn's own
+    write-back in the store: the long-term copy of its fact and the records it marked
+    superseded, each carrying the turn (``turn``: the current-turn record's id). The copy
+    is left out (the turn's fact stands for it) and each superseded record gets its
+    ``prior_status`` back, so the replay decides as the original turn did.
+
+    Example:
+        >>> old = MemoryRecord("m1", "report_format", "pdf", status="superseded",
+        ...                    turn="t1", prior_status="active")
+        >>> copy = MemoryRecord("t1", "report_format", "md", supersedes=("m1",), turn="t1")
+        >>> fact = MemoryRecord("t1", "report_format", "md", source="user_explicit")
+        >>> [(r.id, r.status) for r in without_own_writes([old, copy], [fact])]
+        [('m1', 'active')]
+    """
+    turns = {r.id for r in current if r.source == "user_explicit"}
+    out: list[MemoryRecord] = []
+    for r in stored:
+        if r.turn is None or r.turn not in turns:
+            out.append(r)
+        elif r.id not in turns and r.prior_status is not None:
+            out.append(replace(r, status=r.prior_status, turn=None, prior_status=None))
+    return out
 
 
 def _order(records: Iterable[MemoryRecord]) -> list[MemoryRecord]:
@@ -274,7 +303,11 @@ class _Run:
                 and self.in_scope(r)
                 and (r.until is None or r.until >= self.clock)
             ]
-            out.extend(replace(r, status="superseded") for r in olds)
+            # each written record names the turn it came from, so a replay of this turn
+            # can read the store as it was before (``without_own_writes``)
+            out.extend(
+                replace(r, status="superseded", turn=winner.id, prior_status=r.status) for r in olds
+            )
             chain = tuple(sorted({*winner.supersedes, *(r.id for r in olds)}))
             out.append(
                 replace(
@@ -284,6 +317,8 @@ class _Run:
                     status="active",
                     supersedes=chain,
                     created_at=winner.created or self.clock,
+                    turn=winner.id,
+                    prior_status=None,
                 )
             )
         return tuple(out)

@@ -125,6 +125,11 @@ class MemoryRecord:
     """Ids this record replaces."""
     persist: bool = False
     """The user asked to keep this beyond the current run (``"from now on ..."``)."""
+    turn: str | None = None
+    """Set by a write-back: the id of the current-turn record whose write-back wrote this
+    record (None otherwise). A replay of that turn recognizes its own write-back by it."""
+    prior_status: str | None = None
+    """Set by a write-back on a record it marked superseded: the status it had before."""
 
     def __post_init__(self) -> None:
         item = to_key(self.id, item=None, field="id")
@@ -147,6 +152,20 @@ class MemoryRecord:
                 f"must be a non-empty string or None, got {shown(self.scope)}",
                 item=item,
                 field="scope",
+            )
+        for name in ("turn", "prior_status"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InvalidInputError(
+                    f"must be a non-empty string or None, got {shown(value)}",
+                    item=item,
+                    field=name,
+                )
+        if self.prior_status is not None and self.prior_status not in MEMORY_STATUSES:
+            raise InvalidInputError(
+                f"must be one of {', '.join(MEMORY_STATUSES)}; got {shown(self.prior_status)}",
+                item=item,
+                field="prior_status",
             )
         if not isinstance(self.persist, bool):
             raise InvalidInputError(

@@ -21,7 +21,12 @@ from agent_guards.core.decision import Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import to_identities
 from agent_guards.graph import LOG_KEY, graph_store, invalid_input, stamp, state_value
-from agent_guards.memory_resolve.core import GUARD, coerce_record, resolve_memory
+from agent_guards.memory_resolve.core import (
+    GUARD,
+    coerce_record,
+    resolve_memory,
+    without_own_writes,
+)
 from agent_guards.memory_resolve.model import MemoryRecord, MemoryVerdict
 from agent_guards.memory_resolve.policy import MemoryPolicy
 from agent_guards.memory_resolve.store import (
@@ -97,11 +102,12 @@ class MemoryNode:
         facts: Iterable[Any],
     ) -> tuple[tuple[MemoryRecord, ...], dict[str, Any]]:
         now = now_from_config(config)
-        merged = {r.id: r for r in stored}
+        current = [fact_record(f, now=now, scope=ctx.first, field=self.facts_key) for f in facts]
+        # a replayed turn finds its own write-back in the store: read the store as before it
+        merged = {r.id: r for r in without_own_writes(stored, current)}
         merged.update(
             {r.id: r for r in map(coerce_record, state_value(state, self.records_key) or [])}
         )
-        current = [fact_record(f, now=now, scope=ctx.first, field=self.facts_key) for f in facts]
         seen: set[str] = set()
         for fact in current:
             if fact.id in seen:

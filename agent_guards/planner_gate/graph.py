@@ -8,6 +8,7 @@ objects: a resume, a fork or another worker decides the same way from the checkp
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -56,6 +57,7 @@ __all__ = [
 EXECUTED_KEY = "executed_since_plan"
 OBSERVED_KEY = "observations_since_plan"
 ROUTES: tuple[str, ...] = get_args(PlannerRoute)
+_LOG = logging.getLogger("agent_guards.planner_gate")
 DEFAULT_DESTINATIONS: dict[str, str] = {
     "execute": "execute",
     "replan": "execute",  # REPLAN accepts the newest version; its first step runs next
@@ -69,22 +71,56 @@ def merge_plans(current: Sequence[Any] | None, update: Any) -> list[PlanVersion]
     """Reducer for ``plans``: upsert by version number, keep versions sorted.
 
     Write a new version to add it, or a changed copy of an existing one (a step marked
-    done) to replace it. Mappings are accepted and validated.
+    done) to replace it. Mappings are accepted and validated. A reducer that raises leaves
+    its write pending on the checkpoint, so every later read of the thread fails: an
+    invalid write (a dangling dependency, a junk value from ``update_state``) is dropped
+    instead, and a ``planner_gate`` REFUSE decision naming its position in the write and
+    the field is logged to the ``agent_guards.planner_gate`` logger (``extra={"decision":
+    ...}``). Nodes that must see the rejection validate with ``PlanVersion.from_dict``
+    before writing.
 
     >>> from agent_guards.planner_gate import mark_step
     >>> v1 = PlanVersion.linear(1, ["a"])
     >>> plans = merge_plans([v1], [mark_step(v1, "s1", "done")])
     >>> len(plans), plans[0].step("s1").status.value
     (1, 'done')
+    >>> [p.id for p in merge_plans([v1], [{"version": 2, "steps": "junk"}])]
+    ['v1']
     """
-    items = {v.version: v for v in (PlanVersion.from_dict(x) for x in current or ())}
-    if update is None:
-        return [items[k] for k in sorted(items)]
-    updates = update if isinstance(update, (list, tuple)) else [update]
-    for raw in updates:
-        v = PlanVersion.from_dict(raw)
-        items[v.version] = v
+    items = {v.version: v for v in _valid_versions(current or (), "current value")}
+    if update is not None:
+        updates = update if isinstance(update, (list, tuple)) else [update]
+        for v in _valid_versions(updates, "write"):
+            items[v.version] = v
     return [items[k] for k in sorted(items)]
+
+
+def _valid_versions(raws: Any, where: str) -> list[PlanVersion]:
+    """The items of ``raws`` that are plan versions; each other one is logged and dropped."""
+    if not isinstance(raws, (list, tuple)):
+        raws = [raws]
+    out: list[PlanVersion] = []
+    for position, raw in enumerate(raws):
+        try:
+            out.append(PlanVersion.from_dict(raw))
+        except (InvalidInputError, TypeError, ValueError, OverflowError) as err:
+            _log_dropped(err, position, where)
+    return out
+
+
+def _log_dropped(err: Exception, position: int, where: str) -> None:
+    problem = getattr(err, "problem", None) or type(err).__name__
+    field = getattr(err, "field", None)
+    item = getattr(err, "item", None) or f"#{position}"
+    detail = f"plans {where} #{position} dropped: {err}"
+    decision = GuardDecision(
+        guard=GUARD,
+        verdict=Verdict.REFUSE,
+        reason="invalid_input",
+        detail=detail[:500],
+        data={"field": field, "item": item, "position": position, "problem": str(problem)[:200]},
+    )
+    _LOG.warning("%s", decision.detail, extra={"decision": decision})
 
 
 class PlanState(GuardState, total=False):

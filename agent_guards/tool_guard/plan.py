@@ -28,7 +28,7 @@ from agent_guards.retry_router.policy import RetryRouterPolicy
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
 
-__all__ = ["Plan", "cancelled", "from_ledger", "over_budget", "plan_call"]
+__all__ = ["Plan", "cancelled", "from_ledger", "missing_id", "over_budget", "plan_call"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,44 @@ def _latest_ai(messages: Sequence[Any]) -> tuple[int, AIMessage | None]:
         if isinstance(messages[i], AIMessage):
             return i, messages[i]
     return -1, None
+
+
+def missing_id(request: ToolCallRequest, *, messages_key: str = "messages") -> Plan | None:
+    """The answer for a call without an id, or None when the call has one.
+
+    Such a call cannot be told apart from its twins, paired with its result, reused,
+    retried or recorded in the ledger, so it is not executed: it is answered with an
+    ``invalid_input`` decision naming its position in the latest assistant message, under
+    a deterministic placeholder id (``missing-id-<position>``).
+    """
+    call = request.tool_call
+    if isinstance(call.get("id"), str) and call["id"]:
+        return None
+    _, ai = _latest_ai(state_messages(request.state, messages_key))
+    calls = list(ai.tool_calls) if ai is not None else []
+    position = next((i for i, c in enumerate(calls) if c is call), None)
+    if position is None:  # the request carries a copy: the first call without an id
+        position = next((i for i, c in enumerate(calls) if not c.get("id")), 0)
+    tool = str(call.get("name"))
+    err = InvalidInputError(
+        f"tool call #{position} ({tool}) of the latest assistant message has no id, so "
+        "it cannot be paired with its result; it was not executed",
+        item=f"#{position}",
+        field="id",
+    )
+    message = ToolMessage(
+        content=f"Not executed: tool call #{position} ({tool}) has no id, so its result "
+        "could not be paired with it. Call the tool again with an id.",
+        tool_call_id=f"missing-id-{position}",
+        name=tool,
+        status="error",
+        response_metadata={"agent_guards": {"invalid_input": "missing_tool_call_id"}},
+    )
+    decision = replace(
+        _node.invalid_input("loop_check", err, verdict=Verdict.REFUSE),
+        data={"field": "id", "item": f"#{position}", "problem": err.problem, "tool": tool},
+    )
+    return Plan("reuse", message=message, decisions=(decision,))
 
 
 def plan_call(

@@ -40,6 +40,7 @@ from agent_guards.tool_guard.plan import (
     Plan,
     cancelled,
     from_ledger,
+    missing_id,
     over_budget,
     plan_call,
     retry_signature,
@@ -385,6 +386,9 @@ class ToolCallGuard:
 
     def plan(self, request: ToolCallRequest) -> Plan:
         """Plan one call from the request's state (execute, reuse, retry or skip)."""
+        unpaired = missing_id(request, messages_key=self.messages_key)
+        if unpaired is not None:  # no id: not executed, answered with its position
+            return unpaired
         plan = plan_call(request, loop=self.loop, retry=self.retry, messages_key=self.messages_key)
         if plan.kind not in ("execute", "retry"):
             return plan
