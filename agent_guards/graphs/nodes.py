@@ -401,7 +401,10 @@ class Nodes:
         return Command(goto="planner_gate", update=update)
 
     def respond(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
-        outcome = respond_outcome(state) if self.pol.guards else blend_outcome(state)
+        if self.pol.guards:
+            outcome = respond_outcome(state, texts=self.pol.texts)
+        else:
+            outcome = blend_outcome(state)
         update: dict[str, Any] = {}
         if outcome["route"] == "cancelled" and (
             steps := to_undo(state, self.undo, self.ledger_writes(config))

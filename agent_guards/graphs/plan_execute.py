@@ -43,6 +43,7 @@ from agent_guards import (
     create_memory_resolve,
     create_planner_gate,
 )
+from agent_guards.core.texts import TEXTS_EN
 from agent_guards.evidence_resolve.filtered import permission_filtered
 from agent_guards.retry_router import model_retry_policy
 from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger
@@ -98,6 +99,7 @@ def build_graph(
     Agent Server, a parent graph) chooses.
     """
     pol, tool_names = _checked(policies, tools, compensations)
+    pol = _worded(pol)
     if pol.guards:
         # permission at the boundary: a tool result loses what the run's principal may not
         # see inside the tool's own run, before any channel, prompt, trace, ledger or archive
@@ -163,6 +165,15 @@ def _calls_model(pol: Policies, nodes: Nodes) -> dict[str, Any]:
     retryable ``ModelError``s) get the retry policy's backoff, then every failure of the
     model call ends the run with a reason (``Nodes.model_failed``), never a crash."""
     return {"retry_policy": model_retry_policy(pol.retry), "error_handler": nodes.model_failed}
+
+
+def _worded(pol: Policies) -> Policies:
+    """``pol`` with its texts in the loop and retry policies that keep the default ones."""
+    if pol.texts is TEXTS_EN:
+        return pol
+    loop = pol.loop if pol.loop.texts is not TEXTS_EN else replace(pol.loop, texts=pol.texts)
+    retry = pol.retry if pol.retry.texts is not TEXTS_EN else replace(pol.retry, texts=pol.texts)
+    return replace(pol, loop=loop, retry=retry)
 
 
 def _checked(

@@ -28,6 +28,7 @@ from agent_guards import (
 )
 from agent_guards.budget import recursion_limit_for
 from agent_guards.core.cancel import StopRequest, is_stop_request
+from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.evidence_resolve import merge_evidence
 from agent_guards.planner_gate import merge_plans
 from agent_guards.serde import delta_channel, delta_log, delta_messages
@@ -85,6 +86,10 @@ class Policies:
     max_context_tokens: int = 16_000
     required_constraints: tuple[str, ...] = ()
     approval_risk: Literal["low", "medium", "high"] | None = "high"
+    texts: Texts = field(default=TEXTS_EN, compare=False)
+    """What the user reads (``agent_guards.core.texts``: ``TEXTS_EN``, ``TEXTS_ZH`` or your
+    own): the final answer's wording, and loop_check's and retry_router's endings unless
+    their policies carry texts of their own."""
     stop_request: StopRequest | None = is_stop_request
     """How a new user message that asks to stop an unfinished run is recognized (it is
     cancelled: completed writes undone, pending calls answered); None: never."""
