@@ -92,38 +92,39 @@ def _read(reply: Any) -> tuple[bool, float, str] | None:
     return body["is_loop"], float(confidence), str(body.get("reasoning", ""))[:300]
 
 
+def _judged(
+    policy: LoopPolicy, verdict: Verdict, reason: str, detail: str, **data: Any
+) -> GuardDecision:
+    """A decision of the judge step (``judged``: whether a model was asked)."""
+    return GuardDecision(
+        guard="loop_check",
+        verdict=verdict,
+        reason=reason,
+        detail=detail,
+        policy=policy.label,
+        data={"pattern": "llm_judge", "count": 0, **data},
+    )
+
+
 def _decision(reply: Any, policy: LoopPolicy) -> GuardDecision:
     read = _read(reply)
     if read is None:
-        return GuardDecision(
-            guard="loop_check",
-            verdict=Verdict.CONTINUE,
-            reason="judge_unreadable",
-            detail="the judging model's answer was not the JSON asked for",
-            policy=policy.label,
-            data={"pattern": "llm_judge", "count": 0, "judged": True},
-        )
+        detail = "the judging model's answer was not the JSON asked for"
+        return _judged(policy, Verdict.CONTINUE, "judge_unreadable", detail, judged=True)
     is_loop, confidence, why = read
     stuck = is_loop and confidence >= policy.judge_confidence
-    return GuardDecision(
-        guard="loop_check",
-        verdict=Verdict.NUDGE if stuck else Verdict.CONTINUE,
-        reason="llm_judged_loop" if stuck else "no_loop",
-        detail=f"a model judged the run stuck: {why}" if stuck else why,
-        policy=policy.label,
-        data={"pattern": "llm_judge", "count": 0, "judged": True, "confidence": confidence},
+    return _judged(
+        policy,
+        Verdict.NUDGE if stuck else Verdict.CONTINUE,
+        "llm_judged_loop" if stuck else "no_loop",
+        f"a model judged the run stuck: {why}" if stuck else why,
+        judged=True,
+        confidence=confidence,
     )
 
 
 def _not_due(policy: LoopPolicy) -> GuardDecision:
-    return GuardDecision(
-        guard="loop_check",
-        verdict=Verdict.CONTINUE,
-        reason="no_loop",
-        detail="no judgement due",
-        policy=policy.label,
-        data={"pattern": "llm_judge", "count": 0, "judged": False},
-    )
+    return _judged(policy, Verdict.CONTINUE, "no_loop", "no judgement due", judged=False)
 
 
 def _prompt(messages: Sequence[Any]) -> list[BaseMessage]:

@@ -146,7 +146,16 @@ def tool_graph(saver: Any, attempts: list[str]) -> Any:
     model = ScriptedChatModel(
         script=[tool_call_message("quote", {"symbol": "X"}), call], repeat_last=True
     )
-    guard = ToolCallGuard(sleep=lambda s: None, messages_key="step_messages")
+    return _wire_tools(saver, model, [quote, search], RetryRouterPolicy(), LoopPolicy())
+
+
+def _wire_tools(
+    saver: Any, model: Any, tools: list[Any], retry: RetryRouterPolicy, loop: LoopPolicy
+) -> Any:
+    """model -> guarded tools -> retry_router (+ loop_check) on ``step_messages``."""
+    guard = ToolCallGuard(
+        sleep=lambda s: None, loop=loop, retry=retry, messages_key="step_messages"
+    )
 
     def agent(state: ToolState) -> dict[str, Any]:
         history = state.get("step_messages") or [HumanMessage(state["task"])]
@@ -154,7 +163,7 @@ def tool_graph(saver: Any, attempts: list[str]) -> Any:
 
     builder = StateGraph(ToolState)
     builder.add_node("model", agent)
-    builder.add_node("tools", guard.tool_node([quote, search]))
+    builder.add_node("tools", guard.tool_node(tools))
     builder.add_edge(START, "model")
     builder.add_conditional_edges(
         "model", lambda s: tools_condition(s, messages_key="step_messages")
@@ -164,7 +173,8 @@ def tool_graph(saver: Any, attempts: list[str]) -> Any:
         "tools",
         model="model",
         tools="tools",
-        loop_policy=LoopPolicy(),
+        policy=retry,
+        loop_policy=loop,
         messages_key="step_messages",
     )
     return builder.compile(checkpointer=saver)
@@ -406,31 +416,7 @@ def custom_tool_graph(saver: Any) -> Any:
         ],
         repeat_last=True,
     )
-    guard = ToolCallGuard(
-        sleep=lambda s: None, loop=LOOPS, retry=STORM, messages_key="step_messages"
-    )
-
-    def agent(state: ToolState) -> dict[str, Any]:
-        history = state.get("step_messages") or [HumanMessage(state["task"])]
-        return {"step_messages": [*history[:1], model.invoke(history)]}
-
-    builder = StateGraph(ToolState)
-    builder.add_node("model", agent)
-    builder.add_node("tools", guard.tool_node([quote, search]))
-    builder.add_edge(START, "model")
-    builder.add_conditional_edges(
-        "model", lambda s: tools_condition(s, messages_key="step_messages")
-    )
-    add_retry_router(
-        builder,
-        "tools",
-        model="model",
-        tools="tools",
-        policy=STORM,
-        loop_policy=LOOPS,
-        messages_key="step_messages",
-    )
-    return builder.compile(checkpointer=saver)
+    return _wire_tools(saver, model, [quote, search], STORM, LOOPS)
 
 
 def record_custom_threads(saver: Any, store: Any) -> dict[str, Any]:
