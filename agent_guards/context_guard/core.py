@@ -120,7 +120,7 @@ def fit_context(
         ...     fit_context(msgs, max_tokens=20, pinned=[HumanMessage("x" * 400)])
         ... except ContextBudgetError as err:
         ...     print(f"over by {err.over_by} tokens")
-        over by 98 tokens
+        over by 50 tokens
     """
     pol = _DEFAULT_POLICY if policy is None else policy
     msgs = _check(messages, max_tokens, pol)

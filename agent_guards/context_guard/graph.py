@@ -22,7 +22,7 @@ Example:
     ...     text = f"REQ-{i}: " + "detail " * 60
     ...     history += [AIMessage("", id=f"a{i}", tool_calls=[call]),
     ...                 ToolMessage(text, tool_call_id=f"c{i}", id=f"t{i}")]
-    >>> v = fit_context(history, max_tokens=4000)
+    >>> v = fit_context(history, max_tokens=2500)
     >>> v.verdict, v.reason, v.usage_before > 0.9 > 0.5 >= v.usage
     (<Verdict.REPAIR: 'repair'>, 'compressed', True)
     >>> v.messages[0].id, v.messages[1].id.startswith("agent_guards-summary"), "q" in v.kept_ids

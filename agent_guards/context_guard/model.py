@@ -26,7 +26,7 @@ class ContextBudgetError(InvalidInputError):
         ...     fit_context([SystemMessage("rule " * 500), HumanMessage("hi")], max_tokens=100)
         ... except ContextBudgetError as err:
         ...     print(err.needed, err.budget, err.over_by, err.field)
-        635 90 545 max_tokens
+        511 90 421 max_tokens
     """
 
     def __init__(
@@ -101,7 +101,7 @@ class ContextVerdict:
         >>> from langchain_core.messages import HumanMessage, SystemMessage
         >>> from agent_guards import fit_context
         >>> msgs = [SystemMessage("Be brief.", id="s"), HumanMessage("hi", id="h")]
-        >>> v = fit_context(msgs, max_tokens=16)  # 12 of 15 input tokens used
+        >>> v = fit_context(msgs, max_tokens=22)  # 14 of 20 input tokens used
         >>> v.verdict, v.reason, v.tokens, v.budget, v.usage, v.changed, v.dropped_ids
         (<Verdict.NUDGE: 'nudge'>, 'warning', 12, 15, 0.8, False, ())
     """

@@ -2,12 +2,15 @@
 
 The default counter, :func:`count_tokens_cjk`, targets the o200k family (the tokenizer of
 GPT-4o, GPT-4.1, GPT-5 and the o-series; DeepSeek and Qwen tokenizers read Chinese at a similar
-rate): CJK characters (Han, kana, Hangul, full-width punctuation) count 0.75 token each, every
-other character is counted like ``count_tokens_approximately`` (4 characters a token, plus the
-per-message overhead). ``count_tokens_approximately`` alone reads Chinese at a quarter of a
-token a character, about a third of what a real tokenizer spends, so a Chinese conversation
-would overflow a window the guard believes is a third full. cl100k models (GPT-4, GPT-3.5)
-spend about 1.1 tokens a Chinese character: pass ``cjk_tokens_per_char=1.1`` for them.
+rate). It counts text by its shape: an English word of up to 8 letters is a token, a group of
+up to 3 digits is a token, a punctuation mark or symbol 0.6, a CJK character (Han, kana,
+Hangul, full-width punctuation) 0.75; the per-message overhead, tool calls and schemas are
+counted as ``count_tokens_approximately`` counts them. Measured against o200k on Chinese,
+English prose, technical English and mixed text it stays within 10% (``make bench``), where
+``count_tokens_approximately``'s four characters a token reads Chinese at 0.39x (a Chinese
+conversation would overflow a window the guard believes is a third full) and English prose
+at 1.29x. cl100k models (GPT-4, GPT-3.5) spend about 1.1 tokens a Chinese character: pass
+``cjk_tokens_per_char=1.1`` for them.
 
 Per-message counts are memoized in a bounded cache keyed by what the count is a function of
 (role, name, content, tool calls), so a long history is not re-counted before every model
@@ -51,25 +54,57 @@ _CJK_RUN = re.compile(
 _MAX_SCALE = 1.5  # usage_metadata may scale the estimate up, never by more than this
 
 
-def _cjk_chars(text: str) -> int:
-    return 0 if text.isascii() else sum(map(len, _CJK_RUN.findall(text)))
+# The shape of text, counted in single C-level regex passes (no Python loop per piece):
+# o200k spends about one token per English word of up to 8 letters (longer words split),
+# one per group of up to 3 digits, one per whitespace run other than a single space, and
+# 0.6 per punctuation mark or symbol (pairs such as ``("`` and ``":`` are one token).
+_WORD_PIECE = re.compile("[A-Za-z]{1,8}")
+_DIGIT_GROUP = re.compile("[0-9]{1,3}")
+_SPACING = re.compile(r"\s{2,}|[^\S ]")
+_PLAIN = re.compile(r"[A-Za-z0-9\s]+")
+_SYMBOL_TOKENS = 0.6
 
 
-def _message_cjk(m: BaseMessage) -> int:
-    """CJK characters in the parts ``count_tokens_approximately`` counts as text."""
+_SAMPLED_OVER = 65_536  # characters; a longer text is counted on evenly spaced windows
+_WINDOWS, _WINDOW = 16, 4_096
+
+
+def _text_tokens(text: str, cjk_tokens_per_char: float) -> float:
+    """Estimated o200k tokens of ``text``, from its words, digits, spacing and symbols.
+
+    A long text (a 10 MB tool result) is counted on 16 evenly spaced windows and scaled to
+    its length: the cost stays bounded and the same text always gets the same count.
+    """
+    if len(text) > _SAMPLED_OVER:
+        step = (len(text) - _WINDOW) // (_WINDOWS - 1)
+        sample = "".join(text[i * step : i * step + _WINDOW] for i in range(_WINDOWS))
+        return _shape_tokens(sample, cjk_tokens_per_char) * len(text) / len(sample)
+    return _shape_tokens(text, cjk_tokens_per_char)
+
+
+def _shape_tokens(text: str, cjk_tokens_per_char: float) -> float:
+    cjk = 0 if text.isascii() else sum(map(len, _CJK_RUN.findall(text)))
+    other = len(_PLAIN.sub("", text)) - cjk  # punctuation, symbols, other scripts
+    return (
+        len(_WORD_PIECE.findall(text))
+        + len(_DIGIT_GROUP.findall(text))
+        + len(_SPACING.findall(text))
+        + other * _SYMBOL_TOKENS
+        + cjk * cjk_tokens_per_char
+    )
+
+
+def _texts(m: BaseMessage) -> Iterable[str]:
+    """The text parts of ``m``'s content, as ``count_tokens_approximately`` finds them."""
     content = m.content
     if isinstance(content, str):
-        n = _cjk_chars(content)
+        yield content
     else:
-        n = 0
         for block in content:
             if isinstance(block, str):
-                n += _cjk_chars(block)
+                yield block
             elif isinstance(block, dict) and block.get("type") == "text":
-                n += _cjk_chars(str(block.get("text", "")))
-    if isinstance(m, AIMessage) and isinstance(content, str) and m.tool_calls:
-        n += _cjk_chars(repr(m.tool_calls))
-    return n
+                yield str(block.get("text", ""))
 
 
 def count_tokens_cjk(
@@ -78,10 +113,12 @@ def count_tokens_cjk(
     cjk_tokens_per_char: float = CJK_TOKENS_PER_CHAR,
     tools: list[Any] | None = None,
 ) -> int:
-    """Estimate the tokens of ``messages``: CJK characters at ``cjk_tokens_per_char``.
+    """Estimate the tokens of ``messages`` as an o200k tokenizer would spend them.
 
-    Everything else is counted as ``count_tokens_approximately`` counts it, so English text
-    gets the same number as before and Chinese text about what an o200k tokenizer spends.
+    ``count_tokens_approximately`` counts 4 characters a token; here the text is counted by
+    its shape instead: English words, digit groups, spacing and symbols, and CJK characters
+    at ``cjk_tokens_per_char``. Everything else (the per-message overhead, roles, names,
+    tool schemas, non-text blocks) is counted as ``count_tokens_approximately`` counts it.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -90,15 +127,25 @@ def count_tokens_cjk(
         >>> count_tokens_approximately(zh), count_tokens_cjk(zh)
         (47, 132)
         >>> en = [HumanMessage("Summarize every requirement change of this project.")]
-        >>> count_tokens_cjk(en) == count_tokens_approximately(en)
-        True
+        >>> count_tokens_approximately(en), count_tokens_cjk(en)
+        (17, 14)
     """
     msgs = convert_to_messages(messages)
     base = count_tokens_approximately(msgs, tools=tools)
-    cjk = sum(_message_cjk(m) for m in msgs)
-    if not cjk:
-        return base
-    return base + math.ceil(cjk * (cjk_tokens_per_char - 1 / _BASE_CHARS_PER_TOKEN))
+    chars = shaped = 0.0
+    for m in msgs:
+        for text in _texts(m):
+            chars += len(text)
+            shaped += _text_tokens(text, cjk_tokens_per_char)
+        if isinstance(m, AIMessage) and isinstance(m.content, str) and m.tool_calls:
+            # the repr of the calls is not what a provider sends: 4 characters a token as
+            # count_tokens_approximately has it, CJK characters (in arguments) at their rate
+            calls = repr(m.tool_calls)
+            if not calls.isascii():
+                shaped += sum(map(len, _CJK_RUN.findall(calls))) * (
+                    cjk_tokens_per_char - 1 / _BASE_CHARS_PER_TOKEN
+                )
+    return max(1, base + math.ceil(shaped - chars / _BASE_CHARS_PER_TOKEN)) if msgs else base
 
 
 def has_own_counter(model: BaseLanguageModel[Any]) -> bool:

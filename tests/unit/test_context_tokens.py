@@ -32,16 +32,33 @@ def test_60k_chinese_characters_are_not_a_quarter_of_a_64k_window() -> None:
     assert v.usage_before > 0.75 and v.verdict is not Verdict.CONTINUE
 
 
-@pytest.mark.parametrize(
-    "message",
-    [
-        HumanMessage("Compare the subsidy rules of 2023 and 2024."),
-        AIMessage("", tool_calls=[{"name": "search", "args": {"q": "x"}, "id": "c1"}]),
-        ToolMessage("hit 1: " + "x" * 400, tool_call_id="c1", name="search"),
-    ],
+PROSE = (
+    "The agent found two retrieved documents that disagree about the same metric: the "
+    "official notice says twelve percent, while the internal weekly report says fifteen. "
+    "Following the order of evidence arbitration, it should first confirm whether the user "
+    "may read the internal report at all, and only then compare the dates of both sources."
 )
-def test_non_cjk_text_counts_as_count_tokens_approximately(message: BaseMessage) -> None:
-    assert count_tokens_cjk([message]) == count_tokens_approximately([message])
+
+
+def test_english_prose_counts_by_words_not_by_four_characters() -> None:
+    # o200k spends 60 tokens on this text (about 5.3 characters a token, measured); four
+    # characters a token reads it 40% heavier than it is
+    msg = HumanMessage(PROSE)
+    assert count_tokens_approximately([msg]) - 4 == 84  # 4: the per-message overhead
+    assert 60 <= count_tokens_cjk([msg]) - 4 <= 60 * 1.1
+
+
+@pytest.mark.parametrize(
+    ("text", "o200k"),  # the tokens o200k spends on each text, measured
+    [("1" * 300, 100), ("hello world " * 50, 101), ("x" * 700, 88), ("a\n\n    b\n\n    c", 7)],
+)
+def test_digits_words_and_spacing_count_like_o200k(text: str, o200k: int) -> None:
+    assert o200k * 0.8 <= count_tokens_cjk([HumanMessage(text)]) - 4 <= o200k * 1.2
+
+
+def test_tool_calls_count_as_count_tokens_approximately() -> None:
+    call = AIMessage("", tool_calls=[{"name": "search", "args": {"q": "x"}, "id": "c1"}])
+    assert count_tokens_cjk([call]) == count_tokens_approximately([call])
 
 
 def test_cjk_in_tool_calls_and_text_blocks_is_counted() -> None:
@@ -82,15 +99,13 @@ def _with_usage(total: int) -> list[BaseMessage]:
     return [HumanMessage("question " * 100, id="q"), reply, HumanMessage("next", id="n")]
 
 
-@pytest.mark.parametrize(
-    ("total", "scale"),
-    [(1, 1.0), (297, 1.0), (400, 400 / 297), (10_000, 1.5)],
-)
-def test_usage_metadata_scales_the_estimate_up_within_bounds(total: int, scale: float) -> None:
+@pytest.mark.parametrize("factor", [0.01, 1.0, 1.3, 40.0])
+def test_usage_metadata_scales_the_estimate_up_within_bounds(factor: float) -> None:
+    estimate = sum(count_tokens_cjk([m]) for m in _with_usage(1)[:2])
+    total = round(factor * estimate)
     msgs = _with_usage(total)
     tokens = [count_tokens_cjk([m]) for m in msgs]
-    assert sum(tokens[:2]) == 297
-    assert usage_scale(msgs, tokens, 0) == pytest.approx(scale)
+    assert usage_scale(msgs, tokens, 0) == pytest.approx(min(1.5, max(1.0, total / estimate)))
 
 
 def test_fit_context_uses_usage_metadata_for_estimates_only() -> None:
@@ -101,3 +116,14 @@ def test_fit_context_uses_usage_metadata_for_estimates_only() -> None:
     )
     assert scaled.tokens_before > 1.4 * plain.tokens_before
     assert model.tokens_before == sum(len(str(m.content)) for m in _with_usage(1))
+
+
+def test_a_long_text_is_counted_on_windows_close_to_a_full_count() -> None:
+    from agent_guards.context_guard import tokens
+
+    text = "".join(f"REQ-{i}: 字段 renamed, criteria {{'id': {i}}}.\n" for i in range(40_000))
+    assert len(text) > tokens._SAMPLED_OVER
+    full = tokens._shape_tokens(text, tokens.CJK_TOKENS_PER_CHAR)
+    sampled = tokens._text_tokens(text, tokens.CJK_TOKENS_PER_CHAR)
+    assert sampled != full and abs(sampled / full - 1) < 0.02
+    assert count_tokens_cjk([HumanMessage(text)]) == count_tokens_cjk([HumanMessage(text)])
