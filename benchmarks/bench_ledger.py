@@ -2,7 +2,7 @@
 
 One graph step runs one no-op tool call through ``ToolCallGuard().tool_node``; the ledger
 adds two writes to the graph's store (the claim of the execution before the tool runs, its
-outcome after; the ledger is read only when a claim fails): InMemory, or SQLite on a file,
+outcome after, each one SQL statement on SQLite; the ledger is read only when a claim fails): InMemory, or SQLite on a file,
 bare and with the graph checkpointed to the same file as a deployment has it. The ratio is
 per call, measured in one run with the two variants alternating.
 """
@@ -109,6 +109,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 "name": f"run ledger per tool call, {name}: with / without",
                 "value": round(ratio, 2),
                 "unit": "x",
+                "target": "<= 1.15",
                 "note": f"{with_us:.0f} us vs {without_us:.0f} us per guarded no-op call",
             }
         )

@@ -115,8 +115,14 @@ HEADLINES = (
     (
         "run ledger per tool call, SqliteStore (WAL)",
         "ledger",
-        "run ledger per tool call, Sqlite",
-        "",
+        "run ledger per tool call, SqliteStore:",
+        "<= 1.15",
+    ),
+    (
+        "run ledger per tool call, SqliteStore + SqliteSaver",
+        "ledger",
+        "run ledger per tool call, SqliteStore, graph checkpointed",
+        "<= 1.15",
     ),
     (
         "retry storm, 50 callers on one 429 tool: peak retries/s, budget / cap",

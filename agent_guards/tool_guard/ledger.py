@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
-from agent_guards.tool_guard.claims import claim
+from agent_guards.tool_guard.claims import claim, overwrite
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -160,7 +160,7 @@ class RunLedger:
         }
         if (kept := _small_json(artifact)) is not None:
             value["artifact"] = kept
-        store.put(self._ns(thread_id), _key(call_id, int(old["executions"])), value, index=False)
+        overwrite(store, self._ns(thread_id), _key(call_id, int(old["executions"])), value)
 
     def void(self, store: BaseStore, thread_id: str, entry: Mapping[str, Any]) -> None:
         """Record that a started execution never happened (a reconcile or a human said

@@ -12,7 +12,7 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 
 from agent_guards.persistence import open_persistence
-from agent_guards.tool_guard.claims import claim, is_atomic
+from agent_guards.tool_guard.claims import claim, is_atomic, overwrite
 
 NS = ("agent_guards", "ledger", "t1")
 
@@ -45,8 +45,12 @@ def test_the_first_claim_wins_and_reads_back(kind: str, tmp_path: Path, pg: str 
         assert claim(store, NS, key, {"status": "started", "by": "b"}) is False
         assert store.get(NS, key).value == {"status": "started", "by": "a"}
         assert [i.key for i in store.search(NS) if i.key == key] == [key]
-        store.put(NS, key, {"status": "done", "by": "a"}, index=False)  # the outcome overwrites
-        assert store.get(NS, key).value["status"] == "done"
+        overwrite(store, NS, key, {"status": "done", "by": "a"})  # the outcome overwrites
+        item = store.get(NS, key)
+        assert item.value == {"status": "done", "by": "a"} and item.updated_at >= item.created_at
+        assert [i.value["status"] for i in store.search(NS) if i.key == key] == ["done"]
+        overwrite(store, NS, f"{key}-new", {"status": "not_run"})  # no claim: created
+        assert store.get(NS, f"{key}-new").value == {"status": "not_run"}
         assert is_atomic(store) is (kind != "memory")
 
 
