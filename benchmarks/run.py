@@ -7,6 +7,8 @@ to ``bench-results.json`` so two runs can be compared.
 
 Headline rows carry the issue's target beside each ratio ("<= 1.20", "0.80-1.20") and
 whether this run met it; ``--readme`` rewrites the README's benchmark table from them.
+Rows that carry a ``matrix`` dict (one per scenario and variant) are also printed as one
+table with a column per key, which ``--readme`` writes between the ``bench-matrix`` markers.
 
 Usage: ``python -m benchmarks.run [--quick] [--only NAME] [--json PATH] [--readme [PATH]]``
 """
@@ -111,7 +113,12 @@ HEADLINES = (
     ("resolve_evidence, 10k / 1k items", "evidence", "resolve_evidence growth 1,000 -> 10,000", ""),
     ("model calls until stop, unguarded / guarded", "graph", "", ""),
     ("import agent_guards / import langgraph.graph", "imports", "import agent_guards /", ""),
-    ("run ledger per tool call, InMemoryStore", "ledger", "run ledger per tool call, InMemory", ""),
+    (
+        "run ledger per tool call, InMemoryStore",
+        "ledger",
+        "run ledger per tool call, InMemoryStore:",
+        "<= 1.15",
+    ),
     (
         "run ledger per tool call, SqliteStore (WAL)",
         "ledger",
@@ -127,7 +134,7 @@ HEADLINES = (
     (
         "retry storm, 50 callers on one 429 tool: peak retries/s, budget / cap",
         "retry_storm",
-        "retry storm, 50 callers on one 429 tool: peak retries/s with",
+        "retry storm, 50 callers on one 429 tool: peak retries/s with the",
         "<= 1.00",
     ),
 )
@@ -226,10 +233,54 @@ def replace_readme_table(text: str, table: str) -> str:
         >>> replace_readme_table(doc, "| new |").splitlines()[2]
         '| new |'
     """
-    head, found, tail = text.partition(README_START)
-    if not found or README_END not in tail:
-        raise ValueError(f"README has no {README_START!r} ... {README_END!r} block")
-    return f"{head}{README_START}\n{table}\n{README_END}{tail.split(README_END, 1)[1]}"
+    return replace_block(text, README_START, README_END, table)
+
+
+MATRIX_START = "<!-- bench-matrix: start (python -m benchmarks.run --readme) -->"
+MATRIX_END = "<!-- bench-matrix: end -->"
+
+
+def matrix_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``matrix`` dicts of the rows that carry one (a row per scenario and variant)."""
+    return [r["matrix"] for r in rows if isinstance(r.get("matrix"), dict)]
+
+
+def _cell(value: Any) -> str:
+    return (f"{value:,}" if isinstance(value, int) else str(value)).replace("|", "/")
+
+
+def matrix_table(cells: list[dict[str, Any]], *, markdown: bool = False) -> str:
+    """The matrix rows as one table: a column per key, in first-seen order, empty ones dropped.
+
+    Example:
+        >>> print(matrix_table([{"case": "a", "calls": 1200}, {"case": "b", "calls": 3}]))
+        case  calls
+        ----  -----
+        a     1,200
+        b     3
+    """
+    columns = [
+        c for c in dict.fromkeys(k for m in cells for k in m) if any(m.get(c) for m in cells)
+    ]
+    grid = [[_cell(m.get(c, "")) for c in columns] for m in cells]
+    if markdown:
+        numeric = [all(isinstance(m.get(c), int) for m in cells) for c in columns]
+        rule = "".join("---:|" if n else "---|" for n in numeric)
+        lines = ["| " + " | ".join(columns) + " |", "|" + rule]
+        return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in grid)])
+    widths = [max(len(c), *(len(row[i]) for row in grid)) for i, c in enumerate(columns)]
+    lines = [columns, ["-" * w for w in widths], *grid]
+    return "\n".join(
+        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines
+    )
+
+
+def replace_block(text: str, start: str, end: str, table: str) -> str:
+    """``text`` with the block between ``start`` and ``end`` replaced by ``table``."""
+    head, found, tail = text.partition(start)
+    if not found or end not in tail:
+        raise ValueError(f"README has no {start!r} ... {end!r} block")
+    return f"{head}{start}\n{table}\n{end}{tail.split(end, 1)[1]}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     if top:
         print(format_table(top) + "\n")
     print(format_table(rows))
+    cells = matrix_rows(rows)
+    if cells:
+        print("\n" + matrix_table(cells))
     meta = {
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -260,7 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nwrote {args.json}")
     if args.readme:
         path = Path(args.readme)
-        path.write_text(replace_readme_table(path.read_text(), readme_table(top)))
+        text = path.read_text()
+        if top:  # a run without headline rows (--only savings) leaves that table alone
+            text = replace_readme_table(text, readme_table(top))
+        if cells and MATRIX_START in text:
+            text = replace_block(text, MATRIX_START, MATRIX_END, matrix_table(cells, markdown=True))
+        path.write_text(text)
         print(f"regenerated the benchmark table in {path}")
     return 0
 
