@@ -16,11 +16,12 @@ Everything removed is archived too (``archive_dropped``), so it stays readable b
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages.utils import count_tokens_approximately
 
 from agent_guards.context_guard.model import ArchiveRecord, ContextBudgetError, ContextVerdict
 from agent_guards.context_guard.policy import MARKER, ContextPolicy
@@ -32,15 +33,32 @@ from agent_guards.context_guard.steps import (
     TokenCounter,
     assemble,
     atomic_groups,
+    call_labels,
     make_counter,
+    pin_extras,
+    pin_items,
     resolve_pins,
     tool_tokens,
     treat_tools,
 )
 from agent_guards.context_guard.summary import marker, outline_summary, render_history, stable_hash
+from agent_guards.context_guard.tally import (
+    STALE_USAGE,
+    VERSION,
+    Tally,
+    basis_of,
+    biggest_tool_result,
+    last_usage,
+    prefix_labels,
+    remember_labels,
+    reports_total,
+    scaled_total,
+    tally_end,
+)
 from agent_guards.context_guard.tokens import usage_scale
 from agent_guards.context_guard.verdict import Fitted, decide
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.fields import shown
 
 __all__ = ["fit_context"]
 
@@ -53,25 +71,31 @@ class _Budget:
     """The numbers one ``fit_context`` call works with (a value, built per call)."""
 
     pol: ContextPolicy
-    count: Counter
+    raw: Counter
     max_tokens: int
     reserve: int
     budget: int
     tool_tokens: int
     archive: bool
+    basis: str
 
 
-def _check(messages: Sequence[BaseMessage], max_tokens: Any, pol: Any) -> list[BaseMessage]:
+def _check(max_tokens: Any, pol: Any) -> None:
     ContextPolicy.coerce(pol)
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise InvalidInputError(f"must be an int >= 1, got {max_tokens!r}", field="max_tokens")
-    msgs = list(messages)
-    for i, m in enumerate(msgs):
-        if not isinstance(m, BaseMessage):
+    if (
+        isinstance(max_tokens, bool)
+        or not isinstance(max_tokens, int)
+        or not 1 <= max_tokens < 2**63
+    ):
+        raise InvalidInputError(f"must be an int >= 1, got {shown(max_tokens)}", field="max_tokens")
+
+
+def _check_messages(msgs: Sequence[Any], start: int) -> None:
+    for i in range(start, len(msgs)):
+        if not isinstance(msgs[i], BaseMessage):
             raise InvalidInputError(
-                f"not a message: {type(m).__name__}", item=f"#{i}", field="messages"
+                f"not a message: {type(msgs[i]).__name__}", item=f"#{i}", field="messages"
             )
-    return msgs
 
 
 def fit_context(
@@ -83,6 +107,7 @@ def fit_context(
     tools: Sequence[Any] | None = None,
     token_counter: TokenCounter | None = None,
     archive: bool = True,
+    tally: Mapping[str, Any] | None = None,
 ) -> ContextVerdict:
     """Fit ``messages`` into a model's window without losing what must stay.
 
@@ -100,10 +125,16 @@ def fit_context(
             own) :func:`~agent_guards.context_guard.tokens.count_tokens_cjk` estimates (CJK
             text at o200k rates), scaled up by the last reply's ``usage_metadata``.
         archive: False when there is no store: nothing is moved out, compression still runs.
+        tally: The ``tally`` of the verdict of the previous call on the same history (a node
+            keeps it in state). Only the messages appended since are counted and scanned; a
+            tally that no longer matches the history is ignored and everything is counted
+            (see :mod:`~agent_guards.context_guard.tally` for what is recounted when). The
+            verdict is the same with or without it.
 
     Returns:
         A :class:`ContextVerdict`: verdict, usage before and after, the fitted messages, the
-        ids kept / summarized / truncated / archived / flagged, and the decision record.
+        ids kept / summarized / truncated / archived / flagged, the decision record, and
+        the ``tally`` to pass to the next call.
 
     Raises:
         ContextBudgetError: The system prompt, pinned content and tool schemas alone exceed
@@ -123,29 +154,81 @@ def fit_context(
         over by 50 tokens
     """
     pol = _DEFAULT_POLICY if policy is None else policy
-    msgs = _check(messages, max_tokens, pol)
+    _check(max_tokens, pol)
+    if not isinstance(messages, Iterable) or isinstance(messages, (str, bytes, Mapping)):
+        raise InvalidInputError(
+            f"expected a list of messages, got {type(messages).__name__}", field="messages"
+        )
+    msgs: list[BaseMessage] = messages if isinstance(messages, list) else list(messages)
     reserve = pol.reserve_for(max_tokens)
     if max_tokens - reserve < 1:
         raise InvalidInputError(
             f"answer reserve {reserve} leaves no room in max_tokens {max_tokens}",
             field="reserve_tokens",
         )
+    raw = make_counter(token_counter)
+    basis = basis_of(pol, token_counter, raw, archive)
+    start = tally_end(msgs, tally, basis)
+    _check_messages(msgs, start)
     schemas = tool_tokens(tools)
-    count, tok = _counting(msgs, token_counter, schemas)
-    b = _Budget(pol, count, max_tokens, reserve, max_tokens - reserve, schemas, archive)
+    b = _Budget(pol, raw, max_tokens, reserve, max_tokens - reserve, schemas, archive, basis)
+    if start and tally is not None:
+        fast = _incremental(msgs, tally, start, pin_items(pinned), b)
+        if fast is not None:
+            return fast
+    return _full(msgs, pinned, b)
+
+
+def _read_counts(count: Counter, msgs: Sequence[BaseMessage], start: int = 0) -> list[int]:
+    """Each message's tokens; a message that cannot be read as text (an int too long for
+    str(), a malformed content block) is named, by id or position, with its field."""
+    try:
+        return [count(m) for m in msgs]
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
+        pass
+    for i, m in enumerate(msgs):
+        try:
+            count(m)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
+            calls = isinstance(m, AIMessage) and bool(m.tool_calls)
+            raise InvalidInputError(
+                "cannot be read as text", item=m.id or f"#{start + i}", field=_unread(m, calls)
+            ) from None
+    return [count(m) for m in msgs]
+
+
+def _unread(m: BaseMessage, calls: bool) -> str:
+    """The field of a message the counter could not read: its content or its tool calls."""
+    try:
+        count_tokens_approximately([m.model_copy(update={"tool_calls": []})] if calls else [m])
+    except Exception:
+        return "content"
+    return "tool_calls" if calls else "content"
+
+
+def _full(
+    msgs: list[BaseMessage], pinned: Iterable[PinnedItem] | PinnedItem, b: _Budget
+) -> ContextVerdict:
+    """Count, assemble, archive and (when needed) compress the whole history."""
+    pol = b.pol
+    raw = dict(zip(map(id, msgs), _read_counts(b.raw, msgs), strict=True))
+    scale = _scale_of(msgs, raw, b)
+    count = _scaled(b.raw, scale)
+    tok = raw if scale <= 1.0 else {k: math.ceil(v * scale) for k, v in raw.items()}
     labels = [m.id or f"#{i}" for i, m in enumerate(msgs)]
-    tokens_before = sum(tok.values()) + b.tool_tokens
-    pin_ids, extras = resolve_pins(pinned, msgs, labels)
+    tokens_before = scaled_total(sum(raw[id(m)] for m in msgs), scale) + b.tool_tokens
+    pin_ids, extras, how = resolve_pins(pinned, msgs, labels)
 
     # 1. assemble; 2. archive long tool results, quote flagged ones
     lead, pins, rest, stale = assemble(msgs, labels, extras)
-    body, records, flagged, replaced = treat_tools(rest, tok, pol, archive=archive)
+    body, records, flagged, replaced = treat_tools(rest, tok, pol, archive=b.archive)
     for m in (*pins, *(m for _, m in body)):
         if id(m) not in tok:
+            raw[id(m)] = b.raw(m)
             tok[id(m)] = count(m)
     head = [*lead, *pins]
     out = [*head, *(m for _, m in body)]
-    tokens = sum(tok[id(m)] for m in out) + b.tool_tokens
+    tokens = scaled_total(sum(raw[id(m)] for m in out), scale) + b.tool_tokens
 
     # 3. compress the middle when at compress_ratio or over the budget
     removed: Labelled = []
@@ -154,13 +237,14 @@ def fit_context(
     if tokens >= pol.compress_ratio * b.budget or tokens > b.budget:
         body, removed, used = _select(body, head, tok, pin_ids, b)
         if removed:
-            summary, room, history = _summarize(removed, pol, b.budget - used, count, archive)
+            summary, room, history = _summarize(removed, pol, b.budget - used, count, b.archive)
             if history is not None:
                 records.append(history)
             if summary is not None:
+                raw[id(summary)] = b.raw(summary)
                 tok[id(summary)] = count(summary)
             out = [*head, *([summary] if summary else []), *(m for _, m in body)]
-            tokens = sum(tok[id(m)] for m in out) + b.tool_tokens
+            tokens = scaled_total(sum(raw[id(m)] for m in out), scale) + b.tool_tokens
 
     changed = len(out) != len(msgs) or any(a is not c for a, c in zip(out, msgs, strict=False))
     fit = Fitted(
@@ -168,7 +252,7 @@ def fit_context(
         tokens=tokens,
         tokens_before=tokens_before,
         budget=b.budget,
-        max_tokens=max_tokens,
+        max_tokens=b.max_tokens,
         tool_tokens=b.tool_tokens,
         kept=[label for label, _ in body],
         pin_labels=sorted(pin_ids) + [e.id or "" for e in extras],
@@ -181,29 +265,213 @@ def fit_context(
         records=records,
         changed=changed,
     )
-    return decide(pol, fit)
+    out_raw = [raw[id(m)] for m in out]
+    return decide(pol, fit, _tally_of(out, out_raw, lead=len(lead), head=len(head), how=how, b=b))
 
 
-def _counting(
-    msgs: list[BaseMessage], token_counter: TokenCounter | None, schemas: int
-) -> tuple[Counter, dict[int, int]]:
-    """The counter for this call and each message's tokens.
+def _scale_of(msgs: list[BaseMessage], raw: dict[int, int], b: _Budget) -> float:
+    """How much ``usage_metadata`` scales the estimate up (1 for a counter of the model's)."""
+    if b.raw is not DEFAULT_COUNTER:
+        return 1.0
+    return usage_scale(msgs, [raw[id(m)] for m in msgs], b.tool_tokens)
 
-    An estimate (no counter of the model's own) is scaled up by the last reply's
-    ``usage_metadata`` when the provider counted more than the estimate did.
-    """
-    count = make_counter(token_counter)
-    tok = {id(m): count(m) for m in msgs}
-    if count is DEFAULT_COUNTER:
-        scale = usage_scale(msgs, [tok[id(m)] for m in msgs], schemas)
-        if scale > 1.0:
-            base = count
 
-            def count(m: BaseMessage) -> int:
-                return math.ceil(base(m) * scale)
+def _scaled(base: Counter, scale: float) -> Counter:
+    """The one-message counter under ``scale`` (each message rounded up)."""
+    if scale <= 1.0:
+        return base
 
-            tok = {id(m): count(m) for m in msgs}
-    return count, tok
+    def count(m: BaseMessage) -> int:
+        return math.ceil(base(m) * scale)
+
+    return count
+
+
+def _tally_of(
+    out: list[BaseMessage],
+    out_raw: list[int],
+    *,
+    lead: int,
+    head: int,
+    how: dict[str, list[str]],
+    b: _Budget,
+) -> Tally | None:
+    """The tally of the fitted messages, the next call's history (None without an id)."""
+    if not out or not out[-1].id:
+        return None
+    remember_labels(out, head, tuple(m.id or f"#{i}" for i, m in enumerate(out) if i >= head))
+    return {
+        "v": VERSION,
+        "basis": b.basis,
+        "n": len(out),
+        "last": out[-1].id,
+        "tokens": sum(out_raw),
+        "lead": lead,
+        "head": head,
+        "pinned": how,
+        "usage": last_usage(out, out_raw),
+        "biggest": biggest_tool_result(out[head:], out_raw[head:], b.pol),
+    }
+
+
+def _incremental(
+    msgs: list[BaseMessage], t: Mapping[str, Any], n: int, items: list[Any], b: _Budget
+) -> ContextVerdict | None:
+    """The fit from ``t`` and the messages after it, when nothing before them must change;
+    None when the whole history has to be looked at (the full path decides the same)."""
+    lead, head, pol = int(t["lead"]), int(t["head"]), b.pol
+    extras = _same_pins(msgs, items, lead, head, n)
+    new = msgs[n:]
+    labels = [m.id or f"#{n + j}" for j, m in enumerate(new)]
+    how = _pins_again(items, t.get("pinned") or {}, new, labels)
+    if extras is None or how is None:
+        return None
+    raw_new = _read_counts(b.raw, new, n)
+    stale, usage = _usage(msgs, t, n, raw_new, b)
+    if stale:
+        return None
+    scale = usage_scale([msgs[usage[0]]], [usage[2]], b.tool_tokens) if usage else 1.0
+    limit = pol.archive_over_tokens
+    if b.archive and limit is not None and math.ceil(int(t["biggest"]) * scale) > limit:
+        return None  # a result left in place is now long enough to be archived
+    raw_in = int(t["tokens"]) + sum(raw_new)
+    tok = {
+        id(m): r if scale <= 1.0 else math.ceil(r * scale)
+        for m, r in zip(new, raw_new, strict=True)
+    }
+    body, records, flagged, replaced = treat_tools(
+        list(zip(labels, new, strict=True)), tok, pol, archive=b.archive
+    )
+    out_new = [m for _, m in body]
+    out_raw = [r if m is o else b.raw(m) for m, o, r in zip(out_new, new, raw_new, strict=True)]
+    raw_out = raw_in - sum(raw_new) + sum(out_raw)
+    tokens = scaled_total(raw_out, scale) + b.tool_tokens
+    if tokens >= pol.compress_ratio * b.budget or tokens > b.budget:
+        return None
+    out = [*msgs[:n], *out_new] if replaced else msgs
+    kept = prefix_labels(msgs, head, n) + tuple(labels)
+    fit = Fitted(
+        messages=tuple(out),
+        tokens=tokens,
+        tokens_before=scaled_total(raw_in, scale) + b.tool_tokens,
+        budget=b.budget,
+        max_tokens=b.max_tokens,
+        tool_tokens=b.tool_tokens,
+        kept=kept,
+        pin_labels=sorted(label for label, _ in how.values()) + [e.id or "" for e in extras],
+        removed=[],
+        summary=None,
+        room=0,
+        stale=[],
+        replaced=replaced,
+        flagged=flagged,
+        records=records,
+        changed=bool(replaced),
+    )
+    return decide(
+        pol,
+        fit,
+        _tally_on(
+            t, out, out_new=out_new, out_raw=out_raw, raw_out=raw_out, how=how, b=b, kept=kept
+        ),
+    )
+
+
+def _same_pins(
+    msgs: list[BaseMessage], items: list[Any], lead: int, head: int, n: int
+) -> list[BaseMessage] | None:
+    """This call's pinned messages, when they are exactly those already in place after the
+    leading system messages and nothing after the tally moves into that head."""
+    if n <= head or any(not isinstance(i, (str, BaseMessage)) for i in items):
+        return None  # no history after the head yet: assembly may still reorder it
+    extras = pin_extras(items)
+    if len(extras) != head - lead:
+        return None
+    for e, old in zip(extras, msgs[lead:head], strict=True):
+        if old.id != e.id or type(old) is not type(e) or old.content != e.content:
+            return None
+    ids = {e.id for e in extras}
+    for m in msgs[n:]:
+        if m.id in ids or marker(m).get("role") == "pinned":
+            return None
+    return extras
+
+
+def _pins_again(
+    items: list[Any], before: Mapping[str, Any], new: list[BaseMessage], labels: list[str]
+) -> dict[str, list[str]] | None:
+    """Pinned ids resolved as the full path would: a message id first, else the latest
+    message with that tool call; None when one is not known from the tally or the new part."""
+    wanted = [i for i in items if isinstance(i, str)]
+    if not wanted:
+        return {}
+    known = set(labels)
+    calls = call_labels(new, labels)
+    how: dict[str, list[str]] = {}
+    for item in wanted:
+        prev = before.get(item)
+        if item in known or (prev is not None and prev[1] == "id"):
+            how[item] = [item, "id"]
+        elif item in calls:
+            how[item] = [calls[item], "call"]
+        elif prev is not None:
+            how[item] = [str(prev[0]), "call"]
+        else:
+            return None
+    return how
+
+
+def _usage(
+    msgs: list[BaseMessage], t: Mapping[str, Any], n: int, raw_new: list[int], b: _Budget
+) -> tuple[bool, list[int] | None]:
+    """The last reply reporting usage ([index, total, estimate]), and True first when it
+    says the model was sent far more than the tally holds (the history changed out of its
+    sight)."""
+    if b.raw is not DEFAULT_COUNTER:
+        return False, None
+    for j in range(len(raw_new) - 1, -1, -1):
+        m = msgs[n + j]
+        total = reports_total(m)
+        if total is None:
+            continue
+        meta = m.usage_metadata if isinstance(m, AIMessage) else None
+        sent = meta.get("input_tokens") if meta else None
+        before = int(t["tokens"]) + sum(raw_new[:j]) + b.tool_tokens
+        if isinstance(sent, int) and sent > STALE_USAGE * max(before, 1):
+            return True, None
+        return False, [n + j, total, int(t["tokens"]) + sum(raw_new[: j + 1])]
+    usage = t.get("usage")
+    return False, [int(x) for x in usage] if usage else None
+
+
+def _tally_on(
+    t: Mapping[str, Any],
+    out: list[BaseMessage],
+    *,
+    out_new: list[BaseMessage],
+    out_raw: list[int],
+    raw_out: int,
+    how: dict[str, list[str]],
+    b: _Budget,
+    kept: tuple[str, ...],
+) -> Tally | None:
+    """``t`` moved on by the appended messages (as they are after this fit)."""
+    if not out or not out[-1].id:
+        return None
+    head, n = int(t["head"]), int(t["n"])
+    remember_labels(out, head, kept)
+    usage = last_usage(out_new, out_raw)
+    if usage is not None:
+        usage = [n + usage[0], usage[1], int(t["tokens"]) + usage[2]]
+    return {
+        **t,
+        "n": len(out),
+        "last": out[-1].id,
+        "tokens": raw_out,
+        "pinned": how,
+        "usage": usage if usage is not None else t.get("usage"),
+        "biggest": max(int(t["biggest"]), biggest_tool_result(out_new, out_raw, b.pol)),
+    }
 
 
 def _select(

@@ -59,6 +59,7 @@ from agent_guards.context_guard.summary import SUMMARY_PROMPT, pin_message
 from agent_guards.context_guard.verdict import with_summary_text
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.signatures import safe_str
 from agent_guards.core.state import GuardState
 from agent_guards.graph import graph_store, guarded, invalid_input, runnable, stamp, state_value
 
@@ -89,6 +90,9 @@ class ContextState(GuardState, total=False):
 
     context_pins: dict[str, Any]
     context_pinned_ids: list[str]
+    context_tally: dict[str, Any] | None
+    """Where the last fit left the history (``ContextVerdict.tally``): the next fit counts
+    only what was appended since. A few numbers and ids, whatever the history's length."""
 
 
 def create_context_guard(
@@ -105,6 +109,7 @@ def create_context_guard(
     pin: Pin | None = None,
     summary_input_tokens: int = 4000,
     messages_key: str = "messages",
+    tally_key: str | None = "context_tally",
     name: str = GUARD,
 ) -> RunnableLambda[Any, Any]:
     """A node to run before the model node: fit ``messages`` into ``max_tokens``.
@@ -127,6 +132,9 @@ def create_context_guard(
         summary_input_tokens: How much of the removed history a summarizer model sees verbatim
             (it always gets the complete outline).
         messages_key: The messages channel.
+        tally_key: State key where the node keeps the running tally (``ContextState`` has
+            it), so each fit counts only the messages appended since the last one; None (or
+            a state without the key) counts the whole history every time.
         name: The node's name.
 
     Bad runtime input (an unknown pinned id, pinned content larger than the budget) is
@@ -144,6 +152,46 @@ def create_context_guard(
         >>> out["guard_log"][-1].verdict
         <Verdict.CONTINUE: 'continue'>
     """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    guard = context_guard_node(
+        max_tokens,
+        policy=policy,
+        summarizer=summarizer,
+        tools=tools,
+        token_counter=token_counter,
+        store=store,
+        namespace=namespace,
+        pinned_keys=pinned_keys,
+        pinned_ids_key=pinned_ids_key,
+        pin=pin,
+        summary_input_tokens=summary_input_tokens,
+        messages_key=messages_key,
+        tally_key=tally_key,
+    )
+    return runnable(name, guard.node, guard.anode)
+
+
+def context_guard_node(
+    max_tokens: int,
+    *,
+    policy: ContextPolicy | None = None,
+    summarizer: Summarizer | None = None,
+    tools: Sequence[Any] | None = None,
+    token_counter: TokenCounter | None = None,
+    store: BaseStore | None = None,
+    namespace: Sequence[str] = DEFAULT_NAMESPACE,
+    pinned_keys: Sequence[str] = ("context_pins",),
+    pinned_ids_key: str | None = "context_pinned_ids",
+    pin: Pin | None = None,
+    summary_input_tokens: int = 4000,
+    messages_key: str = "messages",
+    tally_key: str | None = "context_tally",
+) -> ContextGuardNode:
+    """The guard :func:`create_context_guard` wraps as a node, checked the same way, for a
+    node that fits its context itself right before its model call (:meth:`ContextGuardNode.run`),
+    one super-step instead of two. The arguments are those of :func:`create_context_guard`.
+    """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
     pol = ContextPolicy.coerce(policy)
@@ -160,9 +208,10 @@ def create_context_guard(
         raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
     if isinstance(pinned_keys, str) or not all(isinstance(k, str) and k for k in pinned_keys):
         raise ValueError(f"pinned_keys must be a sequence of state keys, got {pinned_keys!r}")
-    for arg, text in (("messages_key", messages_key), ("name", name)):
-        if not isinstance(text, str) or not text:
-            raise ValueError(f"{arg} must be a non-empty string, got {text!r}")
+    if not isinstance(messages_key, str) or not messages_key:
+        raise ValueError(f"messages_key must be a non-empty string, got {messages_key!r}")
+    if tally_key is not None and (not isinstance(tally_key, str) or not tally_key):
+        raise ValueError(f"tally_key must be a non-empty string or None, got {tally_key!r}")
     if (
         isinstance(summary_input_tokens, bool)
         or not isinstance(summary_input_tokens, int)
@@ -170,7 +219,7 @@ def create_context_guard(
     ):
         raise ValueError(f"summary_input_tokens must be an int >= 1, got {summary_input_tokens!r}")
     make_counter(token_counter)  # rejects a bad counter now, not at run time
-    guard = ContextGuardNode(
+    return ContextGuardNode(
         max_tokens=max_tokens,
         policy=pol,
         summarizer=summarizer,
@@ -183,8 +232,8 @@ def create_context_guard(
         pin=pin,
         summary_input_tokens=summary_input_tokens,
         messages_key=messages_key,
+        tally_key=tally_key,
     )
-    return runnable(name, guard.node, guard.anode)
 
 
 Summarizer = BaseLanguageModel[Any] | Runnable[Any, Any] | Callable[[list[BaseMessage]], Any]
@@ -214,11 +263,14 @@ class ContextGuardNode:
     pin: Pin | None
     summary_input_tokens: int
     messages_key: str
+    tally_key: str | None = None
 
     def prepare(
         self, state: Any, config: RunnableConfig
     ) -> tuple[ContextVerdict, BaseStore | None]:
-        messages = list(state_value(state, self.messages_key) or [])
+        messages = state_value(state, self.messages_key) or []
+        if not isinstance(messages, list):
+            messages = list(messages)
         pins: list[str | BaseMessage] = [
             pin_message(k, v)
             for k in self.pinned_keys
@@ -231,7 +283,7 @@ class ContextGuardNode:
                     f"must be a list of message or tool-call ids, got {type(ids).__name__}",
                     field=self.pinned_ids_key,
                 )
-            pins.extend(str(i) for i in ids)
+            pins.extend(safe_str(i) for i in ids)
         if self.pin is not None:
             pins.extend(self.pin(state))
         store = self.store if self.store is not None else graph_store(config)
@@ -243,6 +295,7 @@ class ContextGuardNode:
             tools=self.tools,
             token_counter=self.token_counter,
             archive=store is not None,
+            tally=state_value(state, self.tally_key) if self.tally_key else None,
         )
         return verdict, store
 
@@ -293,6 +346,8 @@ class ContextGuardNode:
         if store is None:
             decision = replace(decision, data={**decision.data, "archive_available": False})
         update: dict[str, Any] = {"guard_log": [stamp(decision, config)]}
+        if self.tally_key:
+            update[self.tally_key] = verdict.tally
         if verdict.changed:
             before = list(state_value(state, self.messages_key) or [])
             update[self.messages_key] = _messages_update(before, verdict.messages)
@@ -326,8 +381,15 @@ class ContextGuardNode:
         self, state: Any, config: RunnableConfig, plan: _Plan, summaries: Sequence[Any]
     ) -> dict[str, Any]:
         """Everything after the I/O: the summarizer's text (or why it was not used), the update."""
-        if plan.rejected is not None:
+        verdict = self.settle(plan, summaries)
+        if verdict is None:
             return {"guard_log": [plan.rejected]}
+        return self.finish(state, verdict, plan.store, config)
+
+    def settle(self, plan: _Plan, summaries: Sequence[Any]) -> ContextVerdict | None:
+        """The verdict with the summarizer's text in (None when the input was rejected)."""
+        if plan.rejected is not None:
+            return None
         assert plan.verdict is not None
         verdict = plan.verdict
         for result in summaries:  # batch(..., return_exceptions=True): at most one
@@ -337,7 +399,21 @@ class ContextGuardNode:
                 verdict = _summary_failed(verdict, result)
             else:
                 verdict = self.summarized(verdict, result)
-        return self.finish(state, verdict, plan.store, config)
+        return verdict
+
+    def run(self, state: Any, config: RunnableConfig) -> tuple[dict[str, Any], list[BaseMessage]]:
+        """Fit inside another node: the update this guard's node would write, and the
+        messages to send to the model (the fitted ones; the history as it is when the
+        input was rejected). The decision is recorded in the update's ``guard_log``."""
+        plan = self.begin(state, config)
+        if plan.store is not None and plan.writes:
+            plan.store.batch(plan.writes)
+        run, arg, child = plan.summary or (None, None, None)
+        done = run.batch([arg], child, return_exceptions=True) if run is not None else []
+        verdict = self.settle(plan, done)
+        if verdict is None:
+            return {"guard_log": [plan.rejected]}, list(state_value(state, self.messages_key) or [])
+        return self.finish(state, verdict, plan.store, config), list(verdict.messages)
 
     def node(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         plan = self.begin(state, config)

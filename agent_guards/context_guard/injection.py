@@ -293,6 +293,11 @@ def scan_injection(text: str | None, policy: InjectionPolicy | None = None) -> t
     if not isinstance(text, str):
         raise TypeError(f"scan_injection needs a str, got {type(text).__name__}")
     pol = InjectionPolicy.coerce(policy, default=_DEFAULT)
+    # the same tool result is scanned by the context guard, the step's evidence and
+    # evidence_resolve: a bounded memo of the default scan (a pure function of the text)
+    memo = pol is _DEFAULT and len(text) <= _MEMO_MAX_TEXT
+    if memo and (hit := _MEMO.get(text)) is not None:
+        return hit
     views = scan_views(text)
     folded = [v.casefold() for v in views]
     found: list[str] = []
@@ -303,7 +308,17 @@ def scan_injection(text: str | None, policy: InjectionPolicy | None = None) -> t
             if (not triggers or any(t in fold for t in triggers)) and rx.search(view):
                 found.append(name)
                 break
-    return tuple(found)
+    flags = tuple(found)
+    if memo:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.clear()
+        _MEMO[text] = flags
+    return flags
+
+
+_MEMO: dict[str, tuple[str, ...]] = {}
+_MEMO_SIZE = 4_096  # texts
+_MEMO_MAX_TEXT = 20_000  # characters: at most ~80 MB kept alive, a miss only costs a scan
 
 
 # Format characters (Unicode category Cf: zero-width spaces and joiners, the soft hyphen,

@@ -103,7 +103,7 @@ class ContextVerdict:
         >>> msgs = [SystemMessage("Be brief.", id="s"), HumanMessage("hi", id="h")]
         >>> v = fit_context(msgs, max_tokens=22)  # 14 of 20 input tokens used
         >>> v.verdict, v.reason, v.tokens, v.budget, v.usage, v.changed, v.dropped_ids
-        (<Verdict.NUDGE: 'nudge'>, 'warning', 12, 15, 0.8, False, ())
+        (<Verdict.NUDGE: 'nudge'>, 'warning', 14, 20, 0.7, False, ())
     """
 
     verdict: Verdict
@@ -137,6 +137,9 @@ class ContextVerdict:
     """Tokens available to the summary message (a model summary is cut to fit)."""
     summarized_messages: tuple[BaseMessage, ...] = field(default=(), repr=False, compare=False)
     decision: GuardDecision | None = field(default=None, compare=False)
+    tally: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    """What the next call on this history starts from (``fit_context(..., tally=...)``):
+    a small dict, None when the fitted history's last message has no id."""
 
     @property
     def archived_ids(self) -> tuple[str, ...]:

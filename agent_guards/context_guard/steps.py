@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseLanguageModel
@@ -16,6 +16,7 @@ from agent_guards.context_guard.policy import MARKER, ContextPolicy
 from agent_guards.context_guard.summary import archive_reference, marker, stable_hash
 from agent_guards.context_guard.tokens import cached_counter, has_own_counter
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.signatures import safe_str
 
 __all__ = [
     "Counter",
@@ -23,7 +24,10 @@ __all__ = [
     "TokenCounter",
     "assemble",
     "atomic_groups",
+    "call_labels",
     "make_counter",
+    "pin_extras",
+    "pin_items",
     "resolve_pins",
     "tool_tokens",
     "treat_tools",
@@ -58,36 +62,73 @@ def make_counter(token_counter: TokenCounter | None) -> Counter:
     )
 
 
+_TOOL_TOKENS: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}
+
+
 def tool_tokens(tools: Sequence[Any] | None) -> int:
-    return count_tokens_approximately([], tools=list(tools)) if tools else 0
+    """Tokens of the tool schemas, remembered per set of tool objects (a pure cache)."""
+    if not tools:
+        return 0
+    key = tuple(map(id, tools))
+    hit = _TOOL_TOKENS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], tools, strict=True)):
+        return hit[1]
+    n = count_tokens_approximately([], tools=list(tools))
+    if len(_TOOL_TOKENS) >= 64:
+        _TOOL_TOKENS.clear()
+    _TOOL_TOKENS[key] = (tuple(tools), n)
+    return n
 
 
 def with_marker(message: BaseMessage, **extra: Any) -> dict[str, Any]:
     return {**message.additional_kwargs, MARKER: {**marker(message), **extra}}
 
 
-def resolve_pins(
-    pinned: Iterable[PinnedItem] | PinnedItem, msgs: Sequence[BaseMessage], labels: list[str]
-) -> tuple[set[str], list[BaseMessage]]:
-    """Resolve pinned ids (message ids or tool call ids) to labels; copy pinned messages."""
-    items: Iterable[Any] = (pinned,) if isinstance(pinned, (str, BaseMessage)) else pinned
-    known = set(labels)
-    ids: set[str] = set()
+def pin_items(pinned: Iterable[PinnedItem] | PinnedItem) -> list[Any]:
+    """The pinned items as a list (one id or message counts as one item)."""
+    if isinstance(pinned, (str, BaseMessage)):
+        return [pinned]
+    if not isinstance(pinned, Iterable) or isinstance(pinned, (bytes, Mapping)):
+        raise InvalidInputError(
+            f"expected message ids or messages, got {type(pinned).__name__}", field="pinned"
+        )
+    return list(pinned)
+
+
+def pin_extras(items: Sequence[Any]) -> list[BaseMessage]:
+    """Copies of the pinned messages, marked and given a stable id (one per id)."""
     extras: dict[str, BaseMessage] = {}
-    items = list(items)
-    by_call = (
-        {}  # nothing pinned by a tool call id: no need to scan the history for them
-        if all(isinstance(i, BaseMessage) or i in known for i in items)
-        else _call_labels(msgs, labels)
-    )
     for item in items:
         if isinstance(item, BaseMessage):
-            mid = item.id or f"agent_guards-pinned-{stable_hash(item.type, str(item.content))}"
+            mid = item.id or f"agent_guards-pinned-{stable_hash(item.type, safe_str(item.content))}"
             extras[mid] = item.model_copy(
                 update={"id": mid, "additional_kwargs": with_marker(item, role="pinned")}
             )
-        elif isinstance(item, str) and (item in known or item in by_call):
-            ids.add(item if item in known else by_call[item])
+    return list(extras.values())
+
+
+def resolve_pins(
+    pinned: Iterable[PinnedItem] | PinnedItem, msgs: Sequence[BaseMessage], labels: list[str]
+) -> tuple[set[str], list[BaseMessage], dict[str, list[str]]]:
+    """Resolve pinned ids (message ids or tool call ids) to labels; copy pinned messages.
+
+    Also returns how each pinned id resolved: ``id -> [label, "id" or "call"]``.
+    """
+    items = pin_items(pinned)
+    known = set(labels)
+    ids: set[str] = set()
+    how: dict[str, list[str]] = {}
+    by_call = (
+        {}  # nothing pinned by a tool call id: no need to scan the history for them
+        if all(isinstance(i, BaseMessage) or (isinstance(i, str) and i in known) for i in items)
+        else call_labels(msgs, labels)
+    )
+    for position, item in enumerate(items):
+        if isinstance(item, BaseMessage):
+            continue
+        if isinstance(item, str) and (item in known or item in by_call):
+            how[item] = [item, "id"] if item in known else [by_call[item], "call"]
+            ids.add(how[item][0])
         elif isinstance(item, str):
             raise InvalidInputError(
                 "not the id of a message or tool call in the history", item=item, field="pinned"
@@ -95,12 +136,13 @@ def resolve_pins(
         else:
             raise InvalidInputError(
                 f"pinned items are message ids or messages, got {type(item).__name__}",
+                item=f"pinned[{position}]",
                 field="pinned",
             )
-    return ids, list(extras.values())
+    return ids, pin_extras(items), how
 
 
-def _call_labels(msgs: Sequence[BaseMessage], labels: list[str]) -> dict[str, str]:
+def call_labels(msgs: Sequence[BaseMessage], labels: list[str]) -> dict[str, str]:
     by_call: dict[str, str] = {}
     for m, label in zip(msgs, labels, strict=True):
         if isinstance(m, ToolMessage):

@@ -40,7 +40,7 @@ class Fitted:
     budget: int
     max_tokens: int
     tool_tokens: int
-    kept: list[str]
+    kept: Sequence[str]
     pin_labels: list[str]
     removed: Sequence[tuple[str, BaseMessage]]
     summary: BaseMessage | None
@@ -170,7 +170,7 @@ def _decision(
     )
 
 
-def decide(pol: ContextPolicy, fit: Fitted) -> ContextVerdict:
+def decide(pol: ContextPolicy, fit: Fitted, tally: dict[str, Any] | None = None) -> ContextVerdict:
     """Build the verdict and its decision record (ids, counts, usage) for ``fit_context``."""
     summary = fit.summary
     mv = _moves(fit.removed, summary, fit.records)
@@ -182,7 +182,7 @@ def decide(pol: ContextPolicy, fit: Fitted) -> ContextVerdict:
         archived=any(r.kind == "tool_result" for r in fit.records),
         flagged=bool(fit.flagged),
     )
-    kept_set = set(fit.kept)
+    kept_set = set(fit.kept) if fit.replaced else set()
     return ContextVerdict(
         verdict=verdict,
         reason=reason,
@@ -205,6 +205,7 @@ def decide(pol: ContextPolicy, fit: Fitted) -> ContextVerdict:
         summary_room=fit.room,
         summarized_messages=tuple(m for _, m in fit.removed) if summary is not None else (),
         decision=_decision(pol, verdict, reason, mv, fit),
+        tally=tally,
     )
 
 
@@ -261,6 +262,12 @@ def with_summary_text(
         data = {**decision.data, "summary_source": source, "tokens": tokens}
         data["usage"] = round(tokens / verdict.budget, 4)
         decision = replace(decision, data=data)
+    # the tally counted the outline: the next call counts the new summary from scratch
     return replace(
-        verdict, messages=msgs, tokens=tokens, usage=tokens / verdict.budget, decision=decision
+        verdict,
+        messages=msgs,
+        tokens=tokens,
+        usage=tokens / verdict.budget,
+        decision=decision,
+        tally=None,
     )

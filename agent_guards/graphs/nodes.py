@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.exceptions import ModelError
 from langchain_core.language_models import BaseChatModel
@@ -24,10 +24,12 @@ from langgraph.types import Command, interrupt
 from agent_guards import GuardDecision, PlanStep, PlanVersion, Verdict
 from agent_guards.budget import StopReason, step_overdue
 from agent_guards.context_guard import flag_evidence, tool_result_flags
+from agent_guards.context_guard.graph import context_guard_node
 from agent_guards.core import Effect, now_from_config
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import canonical_args
 from agent_guards.core.stopping import answer_pending
+from agent_guards.core.texts import Texts
 from agent_guards.evidence_resolve import evidence_from_messages
 from agent_guards.evidence_resolve.boundary import identities_of
 from agent_guards.graph import stamp
@@ -86,7 +88,18 @@ class Nodes:
     ) -> None:
         self.pol = policies
         self.ledger = ledger  # where the tool node records what each call really did
-        self.first = "context_guard" if policies.guards else "agent"
+        self.first = "agent"  # the node each step starts at
+        # fits step_messages into the window inside the agent's super-step, before the call
+        self.context = (
+            context_guard_node(
+                policies.max_context_tokens,
+                policy=policies.context,
+                tools=tools,
+                messages_key="step_messages",
+            )
+            if policies.guards
+            else None
+        )
         self.undo = dict(compensations)
         # tools that only read: a replan may run their steps again; any other may write
         self.reads = frozenset(
@@ -110,12 +123,12 @@ class Nodes:
         if cancel:
             return {"route": "cancelled", "reason": "cancelled", "detail": str(cancel)}
         reason = self.over_budget(state, config)
-        return _stopped(reason) if reason is not None else None
+        return _stopped(reason, self.pol.texts) if reason is not None else None
 
     def asked_to_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """A new user message that only asks to stop a run that has not finished (paused,
         interrupted, or crashed mid-plan): the cancel outcome; None otherwise."""
-        unfinished = state.get("plans") and not (state.get("outcome") or {}).get("route")
+        unfinished = state.get("plans") and not _outcome_of(state).get("route")
         if not unfinished or self.pol.stop_request is None:
             return None
         text = last_human(state["messages"])
@@ -177,6 +190,21 @@ class Nodes:
         elapsed = step_overdue(step.timeout_s, started, now_from_config(config))
         return (step, elapsed) if elapsed is not None else None
 
+    def tool_time_limit(self, request: Any) -> float | None:
+        """Seconds a tool call of the running step may take: what is left of the step's
+        ``timeout_s`` (the run's clock since ``start_step``); None without a limit. The tool
+        node holds it even when the tool blocks (``ToolCallGuard(timeout=...)``)."""
+        state = getattr(request, "state", None)
+        if not self.pol.guards or not isinstance(state, Mapping):
+            return None
+        step = _step_of(current_plan(state.get("plans") or []), state.get("current_step"))
+        started = state.get("step_started_at")
+        if step is None or step.timeout_s is None or not isinstance(started, int | float):
+            return None
+        config = cast("RunnableConfig | None", getattr(request.runtime, "config", None))
+        elapsed = now_from_config(config).timestamp() - float(started)
+        return max(_MIN_TOOL_TIME, float(step.timeout_s) - max(0.0, elapsed))
+
     def step_fallback(
         self,
         state: Mapping[str, Any],
@@ -191,7 +219,7 @@ class Nodes:
         A refusal (permission) and a spent budget never take a fallback."""
         marked = (update.get("plans") or [None])[0]
         step = _step_of(marked, state.get("current_step"))
-        stopped = (state.get("outcome") or {}).get("route") == "stopped"
+        stopped = _outcome_of(state).get("route") == "stopped"
         if not self.pol.guards or step is None or route in ("done", "refuse") or stopped:
             return None
         late = self.step_late(state, config)
@@ -310,22 +338,29 @@ class Nodes:
         )
 
     def agent(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
+        """The step's model call, after context_guard fitted ``step_messages`` (its
+        decision and rewrite are part of this node's update)."""
+        fitted: dict[str, Any] = {}
+        messages: Sequence[Any] = state["step_messages"]
+        if self.context is not None:
+            fitted, messages = self.context.run(state, config)
         if (outcome := self.stop_now(state, config)) is not None:
             note = AIMessage(
                 f"Stopped before the next model call: {outcome['detail']}.", name="budget"
             )
             update = {"step_messages": [note], "outcome": outcome}
-            return Command(goto="record_step", update=update)
+            return Command(goto="record_step", update=_after(fitted, update))
         if (late := self.step_late(state, config)) is not None:
             step, elapsed = late
             meta = {"agent_guards": {"reason": "step_timeout", "verdict": "fallback"}}
             note = AIMessage(f"Stopped before the next model call: step {step.id} ran {elapsed}s, "
                              f"over its timeout_s={step.timeout_s}.", name="budget",
                              response_metadata=meta)  # fmt: skip
-            return Command(goto="record_step", update={"step_messages": [note]})
-        reply = self.agent_model.invoke(state["step_messages"])
+            return Command(goto="record_step", update=_after(fitted, {"step_messages": [note]}))
+        reply = self.agent_model.invoke(messages)
         goto = "tools" if isinstance(reply, AIMessage) and reply.tool_calls else "record_step"
-        return Command(goto=goto, update={"step_messages": [reply], "usage": usage_of(reply)})
+        update = {"step_messages": [reply], "usage": usage_of(reply)}
+        return Command(goto=goto, update=_after(fitted, update))
 
     def record_step(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
         current = current_plan(state.get("plans") or [])
@@ -363,7 +398,7 @@ class Nodes:
         if route == "replan" and self.pol.guards:
             update["replan_trigger"] = "execution_feedback"
             return Command(goto="plan", update=update)
-        if (state.get("outcome") or {}).get("route") == "stopped":
+        if _outcome_of(state).get("route") == "stopped":
             return Command(goto="evidence_resolve", update=update)
         return Command(goto="review", update=update)
 
@@ -452,13 +487,28 @@ class Nodes:
         return Command(goto=goto, update=update)
 
     def escalate(self, state: PlanExecuteState) -> dict[str, Any]:
-        outcome = dict(state.get("outcome") or {})
+        outcome = dict(_outcome_of(state))
         answer = interrupt(
             {"type": "escalation", "reason": outcome.get("reason"), "question": outcome.get("text")}
         )
         outcome["human"] = answer
         reply = AIMessage(f"A reviewer decided: {answer}", name="escalate")
         return {"outcome": outcome, "messages": [reply]}
+
+
+def _after(fitted: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``update`` written after context_guard's own (its rewrite of the messages first)."""
+    if not fitted:
+        return update
+    merged = {**fitted, **update}
+    merged["step_messages"] = [*fitted.get("step_messages", ()), *update["step_messages"]]
+    return merged
+
+
+def _outcome_of(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The run's ``outcome`` so far; a value that is no mapping (a client's junk) is none."""
+    outcome = state.get("outcome")
+    return outcome if isinstance(outcome, Mapping) else {}
 
 
 def _step_evidence(results: Sequence[ToolMessage], who: frozenset[str]) -> list[Any]:
@@ -550,8 +600,18 @@ def _fallback_decision(
     )
 
 
-def _stopped(reason: StopReason) -> dict[str, Any]:
-    return {"route": "stopped", "reason": reason.reason, "detail": str(reason)}
+_MIN_TOOL_TIME = 0.001  # seconds: an overdue step's call still gets an answer, at once
+
+
+def _stopped(reason: StopReason, texts: Texts) -> dict[str, Any]:
+    """The outcome of a spent budget: the code in ``reason`` and ``detail``, and ``why`` in
+    the words the user reads (``budget_spent``)."""
+    return {
+        "route": "stopped",
+        "reason": reason.reason,
+        "detail": str(reason),
+        "why": reason.describe(texts),
+    }
 
 
 def accept_every_plan(state: PlanExecuteState) -> Command[Any]:

@@ -15,8 +15,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from agent_guards import GuardDecision, PlanStep, RetryRouterPolicy, Verdict
+from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.texts import TEXTS_EN, Texts
-from agent_guards.planner_gate import StepStatus
+from agent_guards.evidence_resolve import EvidenceVerdict
+from agent_guards.planner_gate import Goal, StepStatus
 from agent_guards.retry_router import route_failures
 
 
@@ -41,7 +43,12 @@ def step_outcome(
 def _last_decision(state: Mapping[str, Any]) -> GuardDecision | None:
     """The newest decision before evidence_resolve's: the planner gate routes STOP (and so
     a cancel or a rejected approval) through evidence_resolve, which logs after it."""
-    log = [d for d in state.get("guard_log") or [] if d.guard != "evidence_resolve"]
+    log = [
+        d
+        for d in state.get("guard_log") or []
+        if isinstance(d, GuardDecision)
+        and d.guard != "evidence_resolve"  # a client's junk: skipped
+    ]
     return log[-1] if log else None
 
 
@@ -94,10 +101,25 @@ class Coverage:
     unclear: list[tuple[str, Any]] = field(default_factory=list)
 
 
+def _goal(state: Mapping[str, Any]) -> Goal | None:
+    """The goal in state (its JSON form too); one that cannot be read counts as none."""
+    raw = state.get("goal")
+    try:
+        return None if raw is None else Goal.coerce(raw)
+    except InvalidInputError:
+        return None
+
+
+def _verdict(state: Mapping[str, Any]) -> EvidenceVerdict | None:
+    """evidence_resolve's verdict in state; anything else there (a client's junk) is none."""
+    verdict = state.get("evidence_verdict")
+    return verdict if isinstance(verdict, EvidenceVerdict) else None
+
+
 def coverage(state: Mapping[str, Any]) -> Coverage:
     """Check every dimension the goal asked for against the evidence verdict."""
-    goal = state.get("goal")
-    verdict = state.get("evidence_verdict")
+    goal = _goal(state)
+    verdict = _verdict(state)
     keys = list(goal.dimensions) if goal is not None and goal.dimensions else []
     if not keys and verdict is not None and verdict.claim_key:
         keys = [verdict.claim_key]
@@ -121,10 +143,11 @@ def respond_outcome(state: Mapping[str, Any], *, texts: Texts | None = None) -> 
     ``texts`` words what the user reads (English by default); ``reason`` keeps the code.
     """
     texts = texts or TEXTS_EN
-    preset = dict(state.get("outcome") or {})
+    outcome = state.get("outcome")
+    preset = dict(outcome) if isinstance(outcome, Mapping) else {}
     if (early := _ended_early(preset, _last_decision(state), texts)) is not None:
         return early
-    verdict = state.get("evidence_verdict")
+    verdict = _verdict(state)
     if verdict is not None and verdict.verdict is Verdict.ESCALATE:
         return {"route": "escalate", "reason": verdict.reason, "text": texts.review_needed}
     cover = coverage(state)
@@ -137,10 +160,10 @@ def respond_outcome(state: Mapping[str, Any], *, texts: Texts | None = None) -> 
     conflicts = list(verdict.conflicting_ids) if verdict is not None else []
     body = _render(cover.answered, fmt)
     if conflicts:
-        body += f"\nNot used (conflicting): {', '.join(conflicts)}"
+        body += "\n" + texts.render("not_used", ids=", ".join(conflicts))
     found = {"cited": cover.cited, "missing": cover.missing, "format": fmt}
     if preset.get("route") == "stopped" or (cover.missing and cover.answered):
-        why = preset.get("detail") or texts.evidence_missing
+        why = preset.get("why") or preset.get("detail") or texts.evidence_missing
         gaps = ", ".join(cover.missing) or texts.remaining_steps
         confirmed = body or texts.nothing_yet
         text = texts.render("partial_outcome", why=why, confirmed=confirmed, missing=gaps)
@@ -171,7 +194,7 @@ def _render(lines: Sequence[str], fmt: str | None) -> str:
 
 def blend_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
     """What an unguarded graph does: every value found, blended into one sentence."""
-    goal = state.get("goal")
+    goal = _goal(state)
     dims = list(goal.dimensions) if goal is not None else []
     values: dict[str, list[str]] = {}
     for item in state.get("evidence") or []:

@@ -3,7 +3,8 @@
 Clone this file as the template for your own planner. The flow::
 
     parse_goal -> memory_resolve -> plan -> planner_gate -> start_step
-      -> [context_guard -> agent -> tools (loop_check + retry_router)]* -> record_step
+      -> [agent (context_guard, then the model) -> tools (loop_check + retry_router)]*
+      -> record_step
       -> review -> planner_gate ... -> evidence_resolve -> respond
 
 * ``parse_goal`` extracts the goal, its required constraints and the current turn's facts;
@@ -13,6 +14,9 @@ Clone this file as the template for your own planner. The flow::
   a high-risk step.
 * Each plan step runs as a bounded ReAct loop on its own message channel
   (``step_messages``), cleared when the next step starts, so checkpoints stay flat.
+  context_guard fits that channel inside the agent node, right before each model call
+  (one super-step, its decision in ``guard_log`` as ever), counting only what the tools
+  added since the last fit (``context_tally``).
 * ``respond`` answers only from the evidence verdict, with citations; a run that hits its
   budget returns the confirmed part and what is missing.
 
@@ -38,7 +42,6 @@ from agent_guards import (
     PlanStep,
     ToolCallGuard,
     add_retry_router,
-    create_context_guard,
     create_evidence_resolve,
     create_memory_resolve,
     create_planner_gate,
@@ -155,7 +158,8 @@ def build_graph(
     builder.add_edge("memory_resolve", "plan")
     builder.add_edge("evidence_resolve", "respond")
     builder.add_edge("escalate", END)
-    _add_tools(builder, tools, pol, store=store, ledger=ledger, sleep=sleep)
+    _add_tools(builder, tools, pol, store=store, ledger=ledger, sleep=sleep,
+               time_limit=nodes.tool_time_limit)  # fmt: skip
     compiled = builder.compile(checkpointer=checkpointer, store=store, name=name)
     return compiled if checkpointer is None else _durable(compiled)
 
@@ -224,8 +228,9 @@ def _add_tools(
     store: Any,
     ledger: RunLedger | None,
     sleep: Callable[[float], Any] | None,
+    time_limit: Callable[[Any], float | None],
 ) -> None:
-    """The step's tool loop: guarded (context, reuse, loops, failures) or plain."""
+    """The step's tool loop: guarded (reuse, loops, failures) or plain."""
     if not pol.guards:
         builder.add_node(
             "tools", ToolNode(tools, messages_key="step_messages", handle_tool_errors=True)
@@ -240,19 +245,17 @@ def _add_tools(
         budget=pol.budget,  # max_tool_calls is checked per call, not per turn
         # what the tools really did, per thread: forks and resumes never re-run a write
         ledger=ledger,
+        # a step's timeout_s holds inside the tool node too, even when a tool blocks
+        timeout=time_limit,
     )
     if sleep is not None:
         guard = replace(guard, sleep=sleep, asleep=_async_sleep(sleep))
     builder.add_node("tools", guard.tool_node(tools))
-    context = create_context_guard(
-        pol.max_context_tokens, policy=pol.context, tools=tools, messages_key="step_messages"
-    )
-    builder.add_node("context_guard", context)
-    builder.add_edge("context_guard", "agent")
+    # context_guard runs inside the agent node, right before its model call (Nodes.agent)
     add_retry_router(
         builder,
         "tools",
-        model="context_guard",
+        model="agent",
         tools="tools",
         replan="record_step",
         fallback="record_step",

@@ -51,7 +51,6 @@ VISITS = {
     "plan": 1,
     "planner_gate": 3,
     "start_step": 3,
-    "context_guard": 6,
     "agent": 6,
     "tools": 3,
     "record_step": 3,

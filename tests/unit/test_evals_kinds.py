@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -231,7 +232,7 @@ def test_context_kind() -> None:
         {"call": "read", "args": {"doc": "a"}, "result": long, "id": "c1"},
     ]
     out = run_kind(
-        "context", {"messages": msgs, "max_tokens": 1200, "pinned": [{"key": "goal", "value": "g"}]}
+        "context", {"messages": msgs, "max_tokens": 600, "pinned": [{"key": "goal", "value": "g"}]}
     )
     assert out["verdict"] == "repair"
     assert out["usage"] < out["usage_before"]
@@ -317,13 +318,13 @@ def test_message_json_form() -> None:
 
 
 def test_to_jsonable() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from agent_guards import PlanVersion, Verdict
 
     value = {
         "v": Verdict.STOP,
-        "when": datetime(2026, 1, 1, tzinfo=timezone.utc),
+        "when": datetime(2026, 1, 1, tzinfo=UTC),
         "t": (1, 2),
         "plan": PlanVersion.linear(1, ["a"]),
         "s": {"b", "a"},

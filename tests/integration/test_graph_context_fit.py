@@ -1,0 +1,72 @@
+"""The reference graph fits ``step_messages`` inside the agent node, right before each call.
+
+One long ReAct step reads page after page into a small window: every model call gets one
+context_guard decision, the compressions happen, the model is sent the fitted messages
+(the summary, never the removed pages), and the running tally in state stays a few fields.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agent_guards import Budget
+from agent_guards.graphs.plan_execute import Policies, build_graph
+from agent_guards.graphs.scenarios import RoleScript
+from agent_guards.testing import tool_call_message
+
+
+@tool(response_format="content_and_artifact")
+def page(i: int) -> tuple[str, list[dict[str, Any]]]:
+    """Read page i of the report."""
+    text = f"page {i}: " + "row data " * 120
+    return text, [{"id": f"p{i}", "claim_key": "pages", "value": "ok", "source_type": "official"}]
+
+
+def _reader(messages: list[BaseMessage]) -> Any:
+    pages = sum(m.type == "tool" for m in messages)
+    return "done" if pages >= 3 and len(messages) > 14 else tool_call_message("page", {"i": pages})
+
+
+def test_the_agent_node_sends_the_fitted_context() -> None:
+    plan = {"steps": [{"id": "s1", "description": "read the pages", "tool": "page"}]}
+    script = RoleScript(
+        parse_goal=[json.dumps({"intent": "read", "dimensions": ["pages"]})],
+        plan=[json.dumps({**plan, "reason": "read"})],
+        agent={"*": [_reader]},
+        review=[json.dumps({"action": "finish"})],
+    )
+    model = script.model()
+    budget = Budget(max_steps=60, max_tool_calls=12, max_model_calls=40)
+    graph = build_graph(
+        model,
+        [page],
+        policies=Policies(max_context_tokens=2000, budget=budget),
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "t", "agent_guards_now": "2026-06-01"}}
+    out = graph.invoke({"messages": [("user", "read the report")]}, config)
+
+    fits = [d for d in out["guard_log"] if d.guard == "context_guard"]
+    step_calls = [c for c in model.calls if any("Step s1" in str(m.content) for m in c)]
+    # one decision per model call of the step, and one before the call the budget stopped
+    stopped = out["usage"]["tool_calls"] >= 12
+    assert len(fits) == len(step_calls) + stopped > 1
+    assert "agent" in graph.nodes and "context_guard" not in graph.nodes
+    compressed = [i for i, d in enumerate(fits) if d.reason == "compressed"]
+    assert compressed, [d.reason for d in fits]
+    for i in compressed:
+        sent = step_calls[i]
+        assert any(m.id == fits[i].data["summary_id"] for m in sent)
+        assert sum(isinstance(m, HumanMessage) for m in sent) <= 3  # brief, pin, summary
+    assert all(d.data["tokens"] <= d.data["budget"] for d in fits)
+    tally = out["context_tally"]
+    assert tally is not None and set(tally) <= {
+        "v", "basis", "n", "last", "tokens", "lead", "head", "pinned", "usage", "biggest"
+    }  # fmt: skip
+    ids = [m.id for m in out["step_messages"]]  # the fit, then the agent's own message
+    assert ids.index(tally["last"]) == tally["n"] - 1 == len(ids) - 2
