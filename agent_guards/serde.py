@@ -23,6 +23,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph.message import add_messages
 
 from agent_guards.core.decision import GuardDecision, Verdict
+from agent_guards.core.signatures import safe_str
 from agent_guards.core.state import DEFAULT_LOG_SIZE, keep_last
 from agent_guards.evidence_resolve.model import ClaimVerdict, Evidence, EvidenceVerdict
 from agent_guards.memory_resolve.model import MemoryRecord, MemoryVerdict
@@ -261,10 +262,18 @@ def _stable_ids(left: Any, right: Any) -> Any:
         if m.id:
             out.append(m)
             continue
-        text = f"{base}\x1f{i}\x1f{m.type}\x1f{m.content!r}"
+        text = f"{base}\x1f{i}\x1f{m.type}\x1f{_shown_content(m.content)}"
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
         out.append(m.model_copy(update={"id": f"msg-{digest}"}))
     return out
+
+
+def _shown_content(content: Any) -> str:
+    """``repr(content)``; content repr() refuses (an int past the digit limit) as JSON text."""
+    try:
+        return repr(content)
+    except ValueError:
+        return safe_str(content)
 
 
 def add_messages_stable(left: Any, right: Any) -> Any:

@@ -21,6 +21,7 @@ from langchain_core.messages import (
 )
 
 from agent_guards.context_guard.policy import MARKER
+from agent_guards.core.signatures import safe_str
 
 __all__ = [
     "SUMMARY_PROMPT",
@@ -85,12 +86,21 @@ def pin_message(key: str, value: Any) -> SystemMessage:
     """
     if not isinstance(key, str) or not key:
         raise ValueError(f"pin_message key must be a non-empty string, got {key!r}")
-    body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    body = value if isinstance(value, str) else _json_text(value)
     return SystemMessage(
         content=f"[Pinned {key}: authoritative task context, kept verbatim]\n{body}",
         id=f"agent_guards-pinned-{key}",
         additional_kwargs={MARKER: {"role": "pinned", "key": key}},
     )
+
+
+def _json_text(value: Any) -> str:
+    """JSON text of a state value; one json cannot write (an int too long for str())
+    is written by :func:`~agent_guards.core.signatures.safe_str`."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return safe_str(value)
 
 
 def _clip(text: str, limit: int) -> str:

@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, fields
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -79,9 +79,9 @@ def to_datetime(value: Any, *, item: str | None, field: str) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
     if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
     if isinstance(value, str):
         text = value.strip()
         if text.endswith(("Z", "z")):
@@ -92,7 +92,7 @@ def to_datetime(value: Any, *, item: str | None, field: str) -> datetime | None:
             raise InvalidInputError(
                 f"not an ISO-8601 date/time: {shown(value)}", item=item, field=field
             ) from None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     raise InvalidInputError(
         f"must be a datetime, date or ISO-8601 string, got {type(value).__name__}",
         item=item,
@@ -243,7 +243,9 @@ def from_mapping(cls: type[Any], data: Any, *, key: str = "id", prefix: str = ""
     unknown = sorted(shown(k) if not isinstance(k, str) else k for k in data if k not in known)
     if unknown:
         raise InvalidInputError(
-            f"unknown key(s) {unknown}; allowed: {', '.join(known)}", item=item, field=unknown[0]
+            f"unknown key(s) {unknown}; allowed: {', '.join(known)}",
+            item=item,
+            field=unknown[0] or repr(unknown[0]),  # an empty key is named ''
         )
     for f in fields(cls):
         if f.name not in data and f.default is MISSING and f.default_factory is MISSING:

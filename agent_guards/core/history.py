@@ -46,6 +46,7 @@ from agent_guards.core.signatures import (
     content_text,
     is_guard_message,
     normalize_result,
+    safe_str,
 )
 
 __all__ = [
@@ -249,7 +250,8 @@ def _failure(answer: ToolMessage, opts: ScanOptions) -> str | None:
     artifact = answer.artifact
     body = artifact.get(_FAILURE_KEY) if isinstance(artifact, Mapping) else None
     if isinstance(body, Mapping):
-        return f"{body.get('kind', 'unknown')}|{failure_shape(str(body.get('message', '')))}"
+        kind, message = safe_str(body.get("kind", "unknown")), body.get("message", "")
+        return f"{kind}|{failure_shape(safe_str(message))}"
     text = content_text(answer.content)
     if answer.status == "error":
         return "error|" + failure_shape(text)

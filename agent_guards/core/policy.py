@@ -87,7 +87,12 @@ def duration_of(value: Any, unit: Unit = "seconds") -> float | None:
     """
     if isinstance(value, timedelta):
         return value.total_seconds() / _UNIT_SECONDS[unit]
-    return float(value) if is_number(value) else None
+    if not is_number(value):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int past float's range
+        return math.inf if value > 0 else -math.inf
 
 
 class ConfigTypeError(TypeError, ValueError):
@@ -110,7 +115,13 @@ def _require(where: str, need: str, value: Any, *, typed: bool, ok: bool = True)
     if typed and ok:
         return
     error = ValueError if typed else ConfigTypeError
-    raise error(f"{where} must be {need}, got {value!r}")
+    try:
+        text = repr(value)
+    except Exception:  # an int too long to print, a raising __repr__
+        from agent_guards.core.fields import shown  # fields imports this module
+
+        text = shown(value)
+    raise error(f"{where} must be {need}, got {text}")
 
 
 def check_int(where: str, value: T, *, minimum: int | None = None, optional: bool = False) -> T:

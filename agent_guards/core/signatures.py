@@ -29,6 +29,7 @@ __all__ = [
     "content_text",
     "is_guard_message",
     "normalize_result",
+    "safe_str",
 ]
 
 # fmt: off
@@ -56,6 +57,10 @@ REUSE_PREFIX = "[loop_check] "
 """First line of a ToolMessage answered from an earlier result; stripped before comparing."""
 
 
+_DECIMAL_BITS = 14_000
+"""Ints this many bits long or more (about 4,200 digits) are written in hex."""
+
+
 @functools.lru_cache(maxsize=1024)
 def _key(name: Any) -> str:
     return str(name).strip().lower().replace("-", "_")
@@ -65,7 +70,10 @@ def _clean(value: Any, ignore: frozenset[str]) -> Any:
     kind = type(value)
     if kind is str:
         return value.strip()
-    if kind is int or kind is bool or value is None:
+    if kind is int:
+        # past about 4,300 digits str() refuses an int; hex is exact and has no limit
+        return value if value.bit_length() < _DECIMAL_BITS else f"<int:{value:#x}>"
+    if kind is bool or value is None:
         return value
     if kind is dict or isinstance(value, Mapping):
         return {str(k): _clean(v, ignore) for k, v in value.items() if _key(k) not in ignore}
@@ -83,7 +91,10 @@ def _clean(value: Any, ignore: frozenset[str]) -> Any:
 def _json_default(value: Any) -> Any:
     if isinstance(value, (datetime, date)):
         return value.isoformat()
-    return f"<{type(value).__name__}:{value}>"
+    try:
+        return f"<{type(value).__name__}:{value}>"
+    except Exception:  # an object whose __str__ raises is still named by its type
+        return f"<{type(value).__name__}>"
 
 
 def canonical_args(args: Any, *, ignore_keys: frozenset[str] = DEFAULT_IGNORED_ARG_KEYS) -> str:
@@ -197,9 +208,32 @@ def content_text(content: Any) -> str:
             elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
                 parts.append(block["text"])
             else:
-                parts.append(json.dumps(block, sort_keys=True, default=str))
+                parts.append(_block_text(block))
         return "\n".join(parts)
-    return "" if content is None else str(content)
+    return "" if content is None else safe_str(content)
+
+
+def safe_str(value: Any) -> str:
+    """``str(value)``, or its JSON text when str() refuses it (an int past the digit limit,
+    a container holding one, an object whose ``__str__`` raises)."""
+    try:
+        return str(value)
+    except Exception:
+        return _block_text(value)
+
+
+def _block_text(block: Any) -> str:
+    """JSON text of a content block; a block json cannot write is cleaned first (ints too
+    long for str() in hex, unprintable objects by their type)."""
+    try:
+        return json.dumps(block, sort_keys=True, default=str)
+    except Exception:
+        pass
+    try:
+        cleaned = _clean(block, frozenset())
+        return json.dumps(cleaned, sort_keys=True, ensure_ascii=False, default=_json_default)
+    except (TypeError, ValueError, RecursionError):  # keys that do not sort, cycles
+        return str(_json_default(block))
 
 
 def is_guard_message(message: BaseMessage, names: frozenset[str] = DEFAULT_GUARD_NAMES) -> bool:

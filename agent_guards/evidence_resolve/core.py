@@ -31,6 +31,7 @@ from agent_guards.core.fields import (
     at_position,
     checked_items,
     normalize_text,
+    shown,
     to_datetime,
     to_identities,
 )
@@ -316,7 +317,7 @@ def _query_text(value: Any, field: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise InvalidInputError(f"must be a non-empty string, got {value!r}", field=field)
+        raise InvalidInputError(f"must be a non-empty string, got {shown(value)}", field=field)
     return value
 
 

@@ -2,37 +2,74 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
+from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.signatures import safe_str
 from agent_guards.evidence_resolve.core import coerce_evidence
 from agent_guards.evidence_resolve.model import Evidence
 
 __all__ = ["evidence_from_messages", "merge_evidence"]
 
 
-def _id(item: Any) -> str:
-    return str(
-        item["id"]
-        if isinstance(item, Mapping)
-        else getattr(item, "id", None) or item.metadata["id"]
-    )
+_LOG = logging.getLogger("agent_guards.evidence_resolve")
+
+
+def _id(item: Any) -> str | None:
+    """The item's id (a dict's ``id``, an attribute, a Document's ``metadata["id"]``)."""
+    if isinstance(item, Mapping):
+        raw = item.get("id")
+    else:
+        raw = getattr(item, "id", None)
+        meta = getattr(item, "metadata", None)
+        if not raw and isinstance(meta, Mapping):
+            raw = meta.get("id")
+    if raw is None or raw == "" or isinstance(raw, (bool, Mapping, list, tuple, set)):
+        return None
+    return safe_str(raw)
+
+
+def _listed(value: Any) -> Iterable[Any]:
+    if value is None:
+        return ()
+    if isinstance(value, (list, tuple)):
+        return value
+    one = isinstance(value, (str, bytes, Mapping)) or hasattr(value, "id")
+    return (value,) if one or not isinstance(value, Iterable) else list(value)
 
 
 def merge_evidence(current: Iterable[Any] | None, update: Iterable[Any] | None) -> list[Any]:
     """Reducer for an evidence channel: add items, an item with a known id replaces it.
 
     Use it when several steps retrieve evidence:
-    ``evidence: Annotated[list[Evidence], merge_evidence]``. Order is first-seen.
+    ``evidence: Annotated[list[Evidence], merge_evidence]``. Order is first-seen. A reducer
+    that raises leaves its write pending on the checkpoint, so every later read of the
+    thread fails: an item with no readable id (a junk value from ``update_state``) is
+    dropped instead, and logged to the ``agent_guards.evidence_resolve`` logger naming its
+    position and the field.
 
     >>> merge_evidence([Evidence("a", "k", 1)], [Evidence("b", "k", 2), Evidence("a", "k", 3)])
     [Evidence(id='a', claim_key='k', value=3, ...), Evidence(id='b', claim_key='k', value=2, ...)]
+    >>> [e.id for e in merge_evidence([Evidence("a", "k", 1)], [{"value": 2}, 7])]
+    ['a']
     """
     items: dict[str, Any] = {}
-    for item in (*(current or ()), *(update or ())):
-        items[_id(item)] = item
+    for where, part in (("current value", current), ("write", update)):
+        for position, item in enumerate(_listed(part)):
+            key = _id(item)
+            if key is None:
+                _LOG.warning(
+                    "evidence %s #%d dropped: field 'id': missing or not an id (%s)",
+                    where,
+                    position,
+                    type(item).__name__,
+                )
+                continue
+            items[key] = item
     return list(items.values())
 
 
@@ -49,13 +86,24 @@ def evidence_from_messages(messages: Iterable[BaseMessage]) -> list[Evidence]:
     >>> [e.id for e in evidence_from_messages([msg])]
     ['d1']
     """
+    if not isinstance(messages, Iterable) or isinstance(messages, (str, bytes, Mapping)):
+        raise InvalidInputError(
+            f"expected a list of messages, got {type(messages).__name__}", field="messages"
+        )
     found: list[Evidence] = []
-    for message in messages:
+    for i, message in enumerate(messages):
         if not isinstance(message, ToolMessage):
             continue
         artifact = message.artifact
         if isinstance(artifact, Mapping):
             artifact = artifact.get("evidence")
         if isinstance(artifact, (list, tuple)):
-            found.extend(coerce_evidence(item) for item in artifact)
+            for j, item in enumerate(artifact):
+                try:
+                    found.append(coerce_evidence(item))
+                except InvalidInputError as err:
+                    if err.item is not None:
+                        raise
+                    where = f"{message.tool_call_id or f'messages[{i}]'}.artifact[{j}]"
+                    raise InvalidInputError(err.problem, item=where, field=err.field) from err
     return found

@@ -19,7 +19,8 @@ from langchain_core.runnables import RunnableConfig
 from agent_guards.core.clock import now_from_config
 from agent_guards.core.decision import Verdict
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.fields import to_identities
+from agent_guards.core.fields import shown, to_identities
+from agent_guards.core.signatures import safe_str
 from agent_guards.graph import LOG_KEY, graph_store, invalid_input, stamp, state_value
 from agent_guards.memory_resolve.core import (
     GUARD,
@@ -44,16 +45,36 @@ def fact_record(fact: Any, *, now: datetime, scope: str | None, field: str) -> M
     if isinstance(fact, MemoryRecord):
         return fact
     if not isinstance(fact, Mapping):
-        raise InvalidInputError(f"a fact must be a mapping, got {fact!r}", field=field)
+        raise InvalidInputError(f"a fact must be a mapping, got {shown(fact)}", field=field)
     data = dict(fact)
     data.setdefault("source", "user_explicit")
     data.setdefault("created_at", now)
     data.setdefault("scope", scope)
     if "id" not in data:
         seed = [data.get("key"), data.get("value"), data["scope"], str(data["created_at"])]
-        digest = hashlib.sha1(json.dumps(seed, default=str).encode()).hexdigest()[:16]
+        try:
+            text = json.dumps(seed, default=str)
+        except (TypeError, ValueError, RecursionError):  # an int too long for str()
+            text = json.dumps([safe_str(part) for part in seed])
+        digest = hashlib.sha1(text.encode()).hexdigest()[:16]
         data["id"] = f"turn-{digest}"
     return coerce_record(data)
+
+
+def _each(items: Any, field: str, convert: Callable[[Any], MemoryRecord]) -> list[MemoryRecord]:
+    """``convert`` applied to each item of a state list; an error that names no item names
+    its position (``memory_facts[2]``)."""
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        raise InvalidInputError(f"must be a list, got {type(items).__name__}", field=field)
+    out: list[MemoryRecord] = []
+    for i, item in enumerate(items):
+        try:
+            out.append(convert(item))
+        except InvalidInputError as err:
+            if err.item is not None:
+                raise
+            raise InvalidInputError(err.problem, item=f"{field}[{i}]", field=err.field) from err
+    return out
 
 
 class _Context(NamedTuple):
@@ -102,12 +123,15 @@ class MemoryNode:
         facts: Iterable[Any],
     ) -> tuple[tuple[MemoryRecord, ...], dict[str, Any]]:
         now = now_from_config(config)
-        current = [fact_record(f, now=now, scope=ctx.first, field=self.facts_key) for f in facts]
+        current = _each(
+            facts,
+            self.facts_key,
+            lambda f: fact_record(f, now=now, scope=ctx.first, field=self.facts_key),
+        )
         # a replayed turn finds its own write-back in the store: read the store as before it
         merged = {r.id: r for r in without_own_writes(stored, current)}
-        merged.update(
-            {r.id: r for r in map(coerce_record, state_value(state, self.records_key) or [])}
-        )
+        records = _each(state_value(state, self.records_key) or [], self.records_key, coerce_record)
+        merged.update({r.id: r for r in records})
         seen: set[str] = set()
         for fact in current:
             if fact.id in seen:

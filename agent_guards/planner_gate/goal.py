@@ -83,7 +83,12 @@ class Goal:
         if isinstance(goal, cls):
             return goal
         if isinstance(goal, Mapping):
-            return from_mapping(cls, goal, key="intent")  # type: ignore[no-any-return]
+            try:
+                return from_mapping(cls, goal, key="intent")  # type: ignore[no-any-return]
+            except InvalidInputError as err:
+                if err.item is not None:
+                    raise
+                raise InvalidInputError(err.problem, item="goal", field=err.field) from err
         raise InvalidInputError(
             f"must be a Goal or a mapping, got {type(goal).__name__}", item="goal", field="goal"
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -18,7 +18,8 @@ from langchain_core.messages import ToolMessage
 from pydantic import ValidationError
 
 from agent_guards.core.errors import CircuitOpen, InvalidInputError
-from agent_guards.core.signatures import content_text
+from agent_guards.core.fields import shown
+from agent_guards.core.signatures import content_text, safe_str
 from agent_guards.retry_router.model import (
     ARTIFACT_KEY,
     Failure,
@@ -126,15 +127,17 @@ def _retry_after(error: BaseException, now: datetime | None) -> float | None:
         if raw is None:
             return None
         return max(0.0, float(raw))
+    except OverflowError:  # an int past float's range: now if negative, else never soon
+        return 0.0 if (ms if ms is not None else raw) < 0 else float("inf")
     except (TypeError, ValueError):
         pass
     try:
-        when = parsedate_to_datetime(str(raw))
+        when = parsedate_to_datetime(safe_str(raw))
     except (TypeError, ValueError):
         return None
     if now is None:
         return None
-    when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
     return max(0.0, (when - now).total_seconds())
 
 
@@ -190,9 +193,15 @@ def _field_errors_from_text(text: str) -> dict[str, str]:
     return {m.group(1): m.group(2).strip() for m in _FIELD_LINE.finditer(body)}
 
 
+def _loc(detail: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Where a validation error points (pydantic's ``loc``), as a tuple."""
+    loc = detail.get("loc", ())
+    return tuple(loc) if isinstance(loc, (list, tuple)) else (loc,)
+
+
 def _describe_exception(error: BaseException, now: datetime | None) -> Failure:
     name = f"{type(error).__module__}.{type(error).__qualname__}"
-    text = str(error)[:500]
+    text = safe_str(error)[:500]
     common: dict[str, Any] = {"message": text, "error_type": name, "original": error}
     if isinstance(error, CircuitOpen):
         return Failure(FailureKind.TRANSIENT, circuit_open=True, **common)
@@ -212,8 +221,9 @@ def _describe_exception(error: BaseException, now: datetime | None) -> Failure:
     ):
         details = error.errors() if isinstance(error, ValidationError) else filtered
         errors = {
-            ".".join(str(p) for p in d.get("loc", ())) or "args": str(d.get("msg", ""))
-            for d in details or ()
+            ".".join(safe_str(p) for p in _loc(d)) or "args": safe_str(d.get("msg", ""))
+            for d in (details if isinstance(details, (list, tuple)) else ())
+            if isinstance(d, Mapping)
         }
         return Failure(FailureKind.INVALID_ARGS, field_errors=errors, **common)
     if isinstance(error, PermissionError):
@@ -222,7 +232,7 @@ def _describe_exception(error: BaseException, now: datetime | None) -> Failure:
         return Failure(FailureKind.TRANSIENT, **common)
     status = _status_code(error)
     retry_after = _retry_after(error, now)
-    body = f"{text} {getattr(error, 'code', '')} {getattr(error, 'body', '')}"
+    body = f"{text} {safe_str(getattr(error, 'code', ''))} {safe_str(getattr(error, 'body', ''))}"
     extra: dict[str, Any] = {"retry_after": retry_after, "status_code": status, **common}
     kind = _model_error_kind(error, body)
     if kind is not None:
@@ -236,6 +246,11 @@ def _describe_exception(error: BaseException, now: datetime | None) -> Failure:
         return Failure(kind, **extra)
     # an untyped exception: its text is read like an error ToolMessage's (one vocabulary)
     return Failure(_by_text(body), **extra)
+
+
+def _label(message: ToolMessage) -> str:
+    """How an error names a ToolMessage: its call id, else its id, else its type."""
+    return message.tool_call_id or message.id or "ToolMessage"
 
 
 def failure_of(message: ToolMessage) -> Failure | None:
@@ -258,10 +273,8 @@ def failure_of(message: ToolMessage) -> Failure | None:
     if isinstance(artifact, Mapping) and ARTIFACT_KEY in artifact:
         body = artifact[ARTIFACT_KEY]
         if not isinstance(body, Mapping):
-            raise InvalidInputError(
-                "must be a mapping", item=message.tool_call_id, field=ARTIFACT_KEY
-            )
-        return _from_body(body, item=message.tool_call_id)
+            raise InvalidInputError("must be a mapping", item=_label(message), field=ARTIFACT_KEY)
+        return _from_body(body, item=_label(message))
     if message.status != "error":
         return None
     text = content_text(message.content)
@@ -295,14 +308,14 @@ def describe_failure(error: Any, *, now: datetime | None = None) -> Failure:
         if failure is None:
             raise InvalidInputError(
                 "not a failure: status is not 'error' and there is no failure artifact",
-                item=error.tool_call_id,
+                item=_label(error),
                 field="status",
             )
         return failure
     if isinstance(error, int) and not isinstance(error, bool):
         if not 400 <= error < 600:
             raise InvalidInputError(
-                f"status {error} is not an error (expected 400..599)", field="status_code"
+                f"status {shown(error)} is not an error (expected 400..599)", field="status_code"
             )
         return Failure(kind_for_status(error), status_code=error, message=f"HTTP {error}")
     raise InvalidInputError(

@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
-from agent_guards.core.decision import StrEnum
 from agent_guards.core.errors import InvalidInputError, ToolFailure
 from agent_guards.core.policy import check_duration
+from agent_guards.core.signatures import safe_str
 
 __all__ = [
     "ARTIFACT_KEY",
@@ -344,11 +345,11 @@ def _from_body(body: Mapping[str, Any], *, item: str | None) -> Failure:
             field=ARTIFACT_KEY,
         )
     try:
-        kind = FailureKind(str(body.get("kind", "")).lower())
+        kind = FailureKind(safe_str(body.get("kind", "")).lower())
     except ValueError:
         allowed_kinds = ", ".join(k.value for k in FailureKind)
         raise InvalidInputError(
-            f"unknown kind {body.get('kind')!r}; allowed: {allowed_kinds}",
+            f"unknown kind {safe_str(body.get('kind'))[:80]!r}; allowed: {allowed_kinds}",
             item=item,
             field=f"{ARTIFACT_KEY}.kind",
         ) from None
@@ -362,14 +363,19 @@ def _from_body(body: Mapping[str, Any], *, item: str | None) -> Failure:
             "must be a mapping field -> message", item=item, field=f"{ARTIFACT_KEY}.field_errors"
         )
     status = body.get("status_code")
+    options = body.get("options") or ()
+    if not isinstance(options, (list, tuple)):
+        raise InvalidInputError(
+            "must be a list of choices", item=item, field=f"{ARTIFACT_KEY}.options"
+        )
     return Failure(
         kind=kind,
-        message=str(body.get("message") or ""),
-        error_type=str(body.get("error_type") or ""),
+        message=safe_str(body.get("message") or ""),
+        error_type=safe_str(body.get("error_type") or ""),
         retry_after=retry_after,
         status_code=status if isinstance(status, int) and not isinstance(status, bool) else None,
-        field_errors={str(k): str(v) for k, v in errors.items()},
+        field_errors={safe_str(k): safe_str(v) for k, v in errors.items()},
         question=body.get("question") if isinstance(body.get("question"), str) else None,
-        options=tuple(str(o) for o in body.get("options") or ()),
+        options=tuple(safe_str(o) for o in options),
         circuit_open=bool(body.get("circuit_open")),
     )

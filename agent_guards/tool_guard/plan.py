@@ -448,6 +448,7 @@ def over_budget(
     *,
     messages_key: str = "messages",
     spent: int = 0,
+    usage_key: str = "usage",
 ) -> Plan | None:
     """The budget answer for a call that would pass ``limit`` executions, or None.
 
@@ -457,7 +458,7 @@ def over_budget(
     duplicate signature in the turn is not counted), so the count can only be high: a
     turn never runs more than the budget allows.
     """
-    usage = state_value(request.state, "usage") or {}
+    usage = state_value(request.state, usage_key) or {}
     counted = int(usage.get("tool_calls", 0)) if isinstance(usage, Mapping) else 0
     spent = max(spent, counted)  # the ledger's count (shared by forks) or the state's
     messages = state_messages(request.state, messages_key)

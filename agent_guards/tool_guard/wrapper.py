@@ -12,10 +12,12 @@ executions) and logs its decisions to ``guard_log``. It keeps no state of its ow
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import ToolMessage
@@ -29,12 +31,14 @@ from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import EFFECT_KEY, Effect
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import content_text
+from agent_guards.core.state import DEFAULT_KEYS, StateKeys
 from agent_guards.loop_check.policy import LoopPolicy
 from agent_guards.retry_router.breaker import CircuitBreaker, RetryBudget
 from agent_guards.retry_router.classify import describe_failure, failure_message, failure_of
 from agent_guards.retry_router.core import decide_failure
 from agent_guards.retry_router.model import Failure, FailureKind
 from agent_guards.retry_router.policy import RetryRouterPolicy
+from agent_guards.tool_guard.deadline import ToolTimeoutError, arun_within, run_within
 from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger, grant, granted
 from agent_guards.tool_guard.plan import (
     Plan,
@@ -53,6 +57,8 @@ if TYPE_CHECKING:
 __all__ = ["Outcome", "ToolCallGuard", "record_effect"]
 
 T = TypeVar("T")
+_LOG = logging.getLogger("agent_guards.tool_guard")
+_LATE_FAILURE = Failure(FailureKind.UNKNOWN, message="failed after its time limit")
 Execute = Callable[["ToolCallRequest"], "ToolMessage | Command[Any]"]
 AExecute = Callable[["ToolCallRequest"], Awaitable["ToolMessage | Command[Any]"]]
 
@@ -118,6 +124,15 @@ class ToolCallGuard:
     """The thread's budget; ``max_tool_calls`` is checked per call, before each execution,
     so a turn asking for more calls than remain runs only what is left and every other
     call is answered with a budget message."""
+    timeout: float | Mapping[str, float] | Callable[[ToolCallRequest], float | None] | None = None
+    """Seconds one execution may take (wall clock), for every tool, per tool name, or from
+    the request (None: no limit). Held even when the tool blocks: a sync tool runs in a
+    worker thread and the call stops waiting at the limit; an async tool is cancelled. The
+    call fails with a ``TimeoutError`` (transient, and possibly run: a write is not retried
+    blindly); a sync tool that finishes later still records its outcome in the ledger."""
+    keys: StateKeys = DEFAULT_KEYS
+    """Where the graph keeps the guard channels (``guard_log``, ``usage``): pass the same
+    :class:`~agent_guards.core.StateKeys` to every guard of a graph that renames them."""
 
     def __post_init__(self) -> None:
         for name, kind in (
@@ -136,6 +151,11 @@ class ToolCallGuard:
                 )
         if not callable(self.sleep) or not callable(self.asleep):
             raise TypeError("ToolCallGuard.sleep and .asleep must be callables")
+        _check_timeout(self.timeout)
+        if not isinstance(self.keys, StateKeys):
+            raise TypeError(
+                f"ToolCallGuard.keys must be a StateKeys, got {type(self.keys).__name__}"
+            )
 
     def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> ToolNode:
         """A ``ToolNode`` using this guard. Validation errors reach the guard as exceptions
@@ -214,7 +234,7 @@ class ToolCallGuard:
         if self.retry is None:
             raise err
         # the real clock: an HTTP-date Retry-After is the server's time, not the run's
-        failure = describe_failure(err, now=datetime.now(timezone.utc))
+        failure = describe_failure(err, now=datetime.now(UTC))
         return self._failed(request, failure, plan), failure
 
     def _decide(self, request: ToolCallRequest, failure: Failure, plan: Plan) -> GuardDecision:
@@ -261,9 +281,9 @@ class ToolCallGuard:
         config = getattr(request.runtime, "config", None)
         update: dict[str, Any] = {}
         if self.log_decisions and outcome.decisions:
-            update["guard_log"] = [_node.stamp(d, config) for d in outcome.decisions]
+            update[self.keys.log] = [_node.stamp(d, config) for d in outcome.decisions]
         if self.count_usage and outcome.executions:
-            update["usage"] = {"tool_calls": outcome.executions}
+            update[self.keys.usage] = {"tool_calls": outcome.executions}
         result = outcome.result
         if isinstance(result, Command):
             if update and isinstance(result.update, dict) and not set(update) & set(result.update):
@@ -337,13 +357,16 @@ class ToolCallGuard:
         started = self._claim(request, plan, self._ledger_at(request))
         if isinstance(started, Plan):  # the ledger knows this call: answered, not run
             return self._answered(request, started)
+        late = self._late(request, plan, started)
         try:
-            result, failure, extra = self._after(request, execute(request), plan)
+            done = run_within(execute, request, self._time_limit(request), late)
+            result, failure, extra = self._after(request, done, plan)
         except GraphBubbleUp:
             raise
         except Exception as err:
             (result, failure), extra = self._exception(request, err, plan), []
-        self._ledger_finish(request, result, failure, started)
+        if not _timed_out(failure):  # else the late finish records it (or it stays open)
+            self._ledger_finish(request, result, failure, started)
         if self.breaker is not None and self._record(request, failure):
             self.breaker.record(self._store(request), tool, ok=failure is None)
         return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra)
@@ -368,15 +391,49 @@ class ToolCallGuard:
         if isinstance(started, Plan):  # the ledger knows this call: answered, not run
             return self._answered(request, started)
         try:
-            result, failure, extra = self._after(request, await execute(request), plan)
+            done = await arun_within(execute, request, self._time_limit(request))
+            result, failure, extra = self._after(request, done, plan)
         except GraphBubbleUp:
             raise
         except Exception as err:
             (result, failure), extra = self._exception(request, err, plan), []
-        await self._off_loop(self._ledger_finish, request, result, failure, started)
+        if not _timed_out(failure):  # cancelled at the limit: what it did is unknown
+            await self._off_loop(self._ledger_finish, request, result, failure, started)
         if self.breaker is not None and self._record(request, failure):
             await self.breaker.arecord(self._store(request), tool, ok=failure is None)
         return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra)
+
+    def _time_limit(self, request: ToolCallRequest) -> float | None:
+        """This execution's time limit in seconds (None: none)."""
+        limit = self.timeout
+        if callable(limit):
+            limit = limit(request)
+        elif isinstance(limit, Mapping):
+            limit = limit.get(str(request.tool_call["name"]))
+        return None if limit is None else float(limit)
+
+    def _late(
+        self, request: ToolCallRequest, plan: Plan, started: dict[str, Any] | None
+    ) -> Callable[[Future[Any]], None] | None:
+        """What to do when a sync tool past its limit finishes after all: record its
+        outcome in the ledger (the entry was left open), so a reconcile finds it."""
+        if started is None or self.ledger is None:
+            return None
+
+        def record(future: Future[Any]) -> None:
+            try:
+                result, failure, _ = self._after(request, future.result(), plan)
+            except Exception as err:  # the tool's own exception, raised by result()
+                try:
+                    result, failure = self._exception(request, err, plan)
+                except Exception:  # no retry policy: the error itself
+                    result, failure = str(err), _LATE_FAILURE
+            try:
+                self._ledger_finish(request, result, failure, started)
+            except Exception:  # a worker thread: nothing may escape it
+                _LOG.exception("recording a late tool outcome failed")
+
+        return record
 
     def _answered(self, request: ToolCallRequest, plan: Plan) -> Outcome:
         """The outcome of a call answered without running it here (a reuse; an answer from
@@ -386,6 +443,13 @@ class ToolCallGuard:
 
     def plan(self, request: ToolCallRequest) -> Plan:
         """Plan one call from the request's state (execute, reuse, retry or skip)."""
+        clash = self.keys.clash(request.state)
+        if clash is not None:  # before anything runs: the counts and decisions would be lost
+            raise ValueError(
+                f"ToolCallGuard: the state's {clash}; give the guards other names with "
+                f"keys=StateKeys(log=..., usage=...) (the same on every guard of the graph), "
+                f"or rename your field"
+            )
         unpaired = missing_id(request, messages_key=self.messages_key)
         if unpaired is not None:  # no id: not executed, answered with its position
             return unpaired
@@ -403,12 +467,20 @@ class ToolCallGuard:
         extra, why = grant(config)
         spent = self.ledger.executions(*where) if self.ledger and where else 0
         refused = over_budget(
-            request, plan, limit + extra, messages_key=self.messages_key, spent=spent
+            request,
+            plan,
+            limit + extra,
+            messages_key=self.messages_key,
+            spent=spent,
+            usage_key=self.keys.usage,
         )
         if refused is not None:  # unless it already ran: then its outcome costs nothing
             known = self._recorded(request, plan, *where) if where is not None else None
             return known if known is not None and known.kind == "reuse" else refused
-        if extra and over_budget(request, plan, limit, messages_key=self.messages_key, spent=spent):
+        if extra and over_budget(
+            request, plan, limit, messages_key=self.messages_key, spent=spent,
+            usage_key=self.keys.usage,
+        ):  # fmt: skip
             return replace(
                 plan, decisions=(*plan.decisions, granted(request.tool_call, limit, extra, why))
             )
@@ -597,3 +669,19 @@ def _ours(message: ToolMessage, **fields: Any) -> dict[str, Any]:
     ours = meta.get("agent_guards")
     meta["agent_guards"] = {**(ours if isinstance(ours, Mapping) else {}), **fields}
     return meta
+
+
+def _timed_out(failure: Failure | None) -> bool:
+    return failure is not None and isinstance(failure.original, ToolTimeoutError)
+
+
+def _check_timeout(timeout: Any) -> None:
+    """A time limit is seconds > 0: one number, one per tool name, or a callable."""
+    if timeout is None or callable(timeout):
+        return
+    limits = timeout.items() if isinstance(timeout, Mapping) else [("", timeout)]
+    for tool, value in limits:
+        ok = not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+        if not ok:
+            where = f"[{tool!r}]" if tool else ""
+            raise ValueError(f"ToolCallGuard.timeout{where} must be seconds > 0, got {value!r}")

@@ -142,3 +142,28 @@ def test_a_timeout_without_a_fallback_is_recorded() -> None:
     [decision] = [d for d in out["guard_log"] if d.reason == "step_timeout"]
     assert decision.verdict.value == "stop" and decision.data["taken"] == "none"
     assert out["plans"][-1].step("s1").status is StepStatus.FAILED
+
+
+def test_a_blocking_tool_is_cut_at_the_steps_timeout_and_the_fallback_taken() -> None:
+    import threading
+
+    release, started = threading.Event(), []
+
+    @tool(response_format="content_and_artifact")
+    def fetch_alpha() -> tuple[str, list[dict[str, Any]]]:
+        """Fetch the official alpha figure (hangs)."""
+        started.append(1)
+        release.wait(30)
+        return "doc_alpha: alpha-ok", []
+
+    policies = Policies(approval_risk=None)
+    hung = _step("s1", "fetch_alpha", timeout_s=0.05, fallback="skip")
+    graph = _graph(_script(hung), [annotate_tool(fetch_alpha, read_only=True)], policies)
+    try:
+        out = graph.invoke({"messages": [("user", "Audit alpha.")]}, _config(policies, at(0)))
+        assert not release.is_set() and started  # it returned while the tool still hung
+        [decision] = [d for d in out["guard_log"] if d.reason == "step_timeout"]
+        assert (decision.verdict.value, decision.data["taken"]) == ("fallback", "skip")
+        assert out["plans"][-1].step("s1").status is StepStatus.SKIPPED
+    finally:
+        release.set()

@@ -360,7 +360,7 @@ def test_tool_schemas_and_answer_reserve_count_against_the_budget() -> None:
     ("pinned", "field", "item"),
     [
         (["nope"], "pinned", "nope"),
-        ([42], "pinned", None),
+        ([42], "pinned", "pinned[0]"),  # no id: named by its position
     ],
 )
 def test_bad_pinned_items_name_the_item(pinned: list[object], field: str, item: str | None) -> None:

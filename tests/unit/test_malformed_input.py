@@ -1,4 +1,4 @@
-"""Pure cores never raise unhandled on malformed input (issue 15).
+"""Pure cores never raise unhandled on malformed input.
 
 Hypothesis feeds each core at least 1,000 malformed inputs (derandomized: the same examples
 on every run and machine). A core either returns a verdict or raises ``InvalidInputError``
@@ -13,19 +13,12 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_guards import resolve_evidence, resolve_memory
 from agent_guards.core import InvalidInputError
-
-MALFORMED = settings(
-    max_examples=1000,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+from tests._malformed import MALFORMED
 
 
 class BadStr:
