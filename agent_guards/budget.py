@@ -26,9 +26,10 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 
-from agent_guards.core.errors import BudgetExceeded
-from agent_guards.core.fields import to_datetime
+from agent_guards.core.errors import BudgetExceeded, InvalidInputError
+from agent_guards.core.fields import shown, to_datetime
 from agent_guards.core.policy import check_duration, check_int, is_number
+from agent_guards.core.texts import TEXTS_EN, Texts
 
 __all__ = [
     "AllOf",
@@ -70,18 +71,85 @@ class StopReason:
             return self.reason
         return f"{self.reason}: {_num(self.value)} used, limit {_num(self.limit)}"
 
+    def describe(self, texts: Texts | None = None) -> str:
+        """What ran out, as a user reads it (no reason code): the ``budget_spent`` text.
+
+        Example:
+            >>> from agent_guards.core.texts import TEXTS_ZH
+            >>> StopReason("max_tool_calls", limit=8, value=8).describe()
+            'I used 8 of 8 allowed tool calls'
+            >>> StopReason("max_seconds", limit=120, value=125.4).describe(TEXTS_ZH)
+            '运行时间（秒）已用 125.4，上限为 120'
+            >>> StopReason("no_sources").describe()
+            'I reached a limit set for this run'
+        """
+        texts = texts or TEXTS_EN
+        what = _WHAT.get(self.reason)
+        if what is None or self.limit is None:
+            return texts.render("budget_other")
+        return texts.render(
+            "budget_spent",
+            what=getattr(texts, what),
+            value=_num(self.value),
+            limit=_num(self.limit),
+        )
+
+    def text(self, texts: Texts | None = None) -> str:
+        """The sentence a user reads when this stops the run: the ``budget_stop`` text.
+
+        Example:
+            >>> from agent_guards.core.texts import TEXTS_ZH
+            >>> StopReason("max_tool_calls", limit=8, value=8).text()
+            'I had to stop before finishing: I used 8 of 8 allowed tool calls.'
+            >>> StopReason("max_steps", limit=10, value=10).text(TEXTS_ZH)
+            '任务还没完成，我不得不先停下来：步数已用 10，上限为 10。'
+        """
+        texts = texts or TEXTS_EN
+        return texts.render("budget_stop", detail=self.describe(texts))
+
     def to_error(self, guard: str = "budget") -> BudgetExceeded:
         """The exception form, for callers that prefer raising to routing."""
         return BudgetExceeded(guard=guard, reason=self.reason, limit=self.limit, value=self.value)
 
 
+_WHAT = {
+    "max_steps": "budget_steps",
+    "max_replans": "budget_replans",
+    "max_tool_calls": "budget_tool_calls",
+    "max_model_calls": "budget_model_calls",
+    "max_tokens": "budget_tokens",
+    "max_seconds": "budget_seconds",
+}
+"""Reason code -> the :class:`~agent_guards.core.texts.Texts` name of what ran out."""
+
+
 def _num(x: float | None) -> str:
-    return "?" if x is None else (str(int(x)) if float(x).is_integer() else f"{x:.1f}")
+    if x is None:
+        return "?"
+    if isinstance(x, int):
+        return shown(x)
+    return str(int(x)) if x.is_integer() else f"{x:.1f}"
 
 
 def _usage(state: Mapping[str, Any]) -> Mapping[str, Any]:
     usage = state.get("usage") if isinstance(state, Mapping) else getattr(state, "usage", None)
-    return usage or {}
+    if usage is None:
+        return {}
+    if not isinstance(usage, Mapping):
+        raise InvalidInputError(
+            f"must map counters to numbers, got {type(usage).__name__}", field="usage"
+        )
+    return usage
+
+
+def _count(usage: Mapping[str, Any], counter: str) -> float:
+    """``usage[counter]`` (0 when absent) as a finite number; anything else names the counter."""
+    value = usage.get(counter, 0)
+    if not is_number(value) or (isinstance(value, float) and not math.isfinite(value)):
+        raise InvalidInputError(
+            f"must be a finite number, got {shown(value)}", item="usage", field=counter
+        )
+    return value  # type: ignore[no-any-return]
 
 
 class StopCondition(ABC):
@@ -188,7 +256,7 @@ class _Max(StopCondition):
         check_int(f"{type(self).__name__}.limit", self.limit, minimum=1)
 
     def __call__(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
-        value = int(_usage(state).get(self.counter, 0))
+        value = int(_count(_usage(state), self.counter))
         if value >= self.limit:
             return StopReason(f"max_{self.counter}", self.limit, value)
         return None
@@ -291,7 +359,7 @@ class Deadline(StopCondition):
         started = _usage(state).get("started_at")
         if started is None or (when := to_datetime(now, item=None, field="now")) is None:
             return None
-        elapsed = when.timestamp() - float(started)
+        elapsed = when.timestamp() - _count(_usage(state), "started_at")
         if elapsed >= self.seconds:
             return StopReason("max_seconds", self.seconds, round(elapsed, 3))
         return None
@@ -381,8 +449,9 @@ class Budget:
 
     def remaining(self, usage: Mapping[str, Any]) -> dict[str, int]:
         """How much of each bounded counter is left (never negative)."""
+        usage = _usage({"usage": usage})
         return {
-            name.removeprefix("max_"): max(0, limit - int(usage.get(name.removeprefix("max_"), 0)))
+            name.removeprefix("max_"): max(0, limit - int(_count(usage, name.removeprefix("max_"))))
             for name in _CONDITIONS
             if (limit := getattr(self, name)) is not None
         }

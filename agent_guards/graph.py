@@ -11,6 +11,7 @@ An adapter does three things around a pure core, and they are the same for every
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -18,10 +19,12 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END
 from langgraph.store.base import BaseStore
+from langgraph.types import Command
 
 from agent_guards.core.clock import now_from_config, step_from_config
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.state import DEFAULT_KEYS, StateKeys
 from agent_guards.tracing import attach_decision
 
 T = TypeVar("T")
@@ -129,39 +132,82 @@ def runnable(
     name: str,
     func: Callable[[Any, RunnableConfig], Any],
     afunc: Callable[[Any, RunnableConfig], Awaitable[Any]] | None = None,
+    *,
+    keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, Any]:
     """A sync+async node/edge built once (``RunnableLambda(func, afunc=...)``).
 
     Without ``afunc`` the async path runs ``func`` inline: the cores are pure CPU work
-    that finishes in microseconds, so a thread hop would cost more than it saves.
+    that finishes in microseconds, so a thread hop would cost more than it saves. With
+    ``keys`` naming the guard channels otherwise, the node reads and writes them there.
     """
 
     async def _afunc(state: Any, config: RunnableConfig) -> Any:
         return func(state, config)
 
-    return RunnableLambda(func, afunc=afunc or _afunc, name=name)
+    run, arun = func, afunc or _afunc
+    if keys is not None and keys.renamed:
+        chosen = keys
+
+        def run(state: Any, config: RunnableConfig) -> Any:
+            return renamed_update(chosen, func(chosen.inbound(state), config))
+
+        async def arun(state: Any, config: RunnableConfig) -> Any:
+            inner = afunc or _afunc
+            return renamed_update(chosen, await inner(chosen.inbound(state), config))
+
+    return RunnableLambda(run, afunc=arun, name=name)
 
 
-def require_channels(builder: Any, helper: str, mixin: str, channels: Sequence[str]) -> None:
+def renamed_update(keys: StateKeys, out: Any) -> Any:
+    """A node's result (a dict, a ``Command``, or a list of them) with the guard channels
+    under the graph's names (``keys``); anything else (a route) as it is."""
+    if isinstance(out, Command):
+        update = out.update
+        if isinstance(update, Mapping):
+            return dataclasses.replace(out, update=keys.outbound(update))
+        return out
+    if isinstance(out, list):
+        return [renamed_update(keys, item) for item in out]
+    return keys.outbound(out)
+
+
+def require_channels(
+    builder: Any,
+    helper: str,
+    mixin: str,
+    channels: Sequence[str],
+    keys: StateKeys | None = None,
+) -> None:
     """Fail at build time when the graph's state lacks channels a guard reads or writes.
 
     LangGraph drops a node's writes to channels the state does not have, silently: the
     guard's decisions (or plans) would vanish. The message names the mixin to add.
+    ``channels`` use the guards' names; ``keys`` says where the graph keeps them.
     """
+    keys = keys or DEFAULT_KEYS
+    names = dict(keys.renamed)
+    wanted = [names.get(c, c) for c in channels]
     have = dict(getattr(builder, "channels", {}) or {})
-    missing = [c for c in channels if c not in have]
+    missing = [c for c in wanted if c not in have]
     if missing:
+        add = (
+            "keys.schema() (the guard channels under your names) to your state schema "
+            "(class State(MessagesState, keys.schema()))"
+            if set(missing) <= set(names.values())
+            else f"the {mixin} mixin to your state schema (class State(MessagesState, {mixin}))"
+        )
         raise ValueError(
-            f"{helper}: the graph's state has no {', '.join(map(repr, missing))} channel; add "
-            f"the {mixin} mixin to your state schema (class State(MessagesState, {mixin}))"
+            f"{helper}: the graph's state has no {', '.join(map(repr, missing))} channel; add {add}"
         )
     # a channel of the user's own with no reducer: every write replaces the last one
-    plain = [c for c in (*channels, "usage") if type(have.get(c)).__name__ == "LastValue"]
+    plain = [c for c in (*wanted, keys.usage) if type(have.get(c)).__name__ == "LastValue"]
     if plain:
         raise ValueError(
             f"{helper}: the state's {', '.join(map(repr, plain))} channel has no reducer (a "
             f"field of your own?): each write would replace the guards' earlier ones; take it "
-            f"from {mixin} (GuardState's reducers) or rename yours"
+            f"from {mixin} (GuardState's reducers), or keep yours and give the guards other "
+            f"names: keys=StateKeys(log=..., usage=...) on every guard of the graph"
         )
 
 
@@ -193,23 +239,34 @@ def require_free_source(builder: Any, helper: str, source: str) -> None:
         )
 
 
-def guarded_tool_node(builder: Any, helper: str, tools: str) -> None:
-    """Fail at build time when ``tools`` is a ``ToolNode`` without the guard's wrapper: its
-    failures would escape raw and a retry would re-run nothing."""
+def guarded_tool_node(builder: Any, helper: str, tools: str, keys: StateKeys | None = None) -> None:
+    """Fail at build time when ``tools`` is a ``ToolNode`` without the guard's wrapper (its
+    failures would escape raw and a retry would re-run nothing), or with a guard that keeps
+    the guard channels under other names than ``keys`` (its decisions would go elsewhere)."""
     from langgraph.prebuilt import ToolNode
 
     spec = (getattr(builder, "nodes", {}) or {}).get(tools)
     node = getattr(spec, "runnable", None)
-    if isinstance(node, ToolNode) and not _is_guard(getattr(node, "_wrap_tool_call", None)):
+    if not isinstance(node, ToolNode):
+        return
+    guard = _guard_of(getattr(node, "_wrap_tool_call", None))
+    if guard is None:
         raise ValueError(
             f"{helper}: {tools!r} is a ToolNode without ToolCallGuard; build it with "
             f"ToolCallGuard(...).tool_node(tools) so failures are classified and retried"
         )
+    if guard.keys != (keys or DEFAULT_KEYS):
+        raise ValueError(
+            f"{helper}: {tools!r} keeps the guard channels as {guard.keys!r} and {helper} as "
+            f"{keys or DEFAULT_KEYS!r}; pass the same keys= to ToolCallGuard and {helper}"
+        )
 
 
-def _is_guard(wrapper: Any) -> bool:
+def _guard_of(wrapper: Any) -> Any:
+    """The ToolCallGuard behind a ToolNode's ``wrap_tool_call``, or None."""
     from agent_guards.tool_guard.wrapper import ToolCallGuard
 
-    return isinstance(wrapper, ToolCallGuard) or isinstance(
-        getattr(wrapper, "__self__", None), ToolCallGuard
-    )
+    for candidate in (wrapper, getattr(wrapper, "__self__", None)):
+        if isinstance(candidate, ToolCallGuard):
+            return candidate
+    return None

@@ -7,8 +7,10 @@ one :class:`Texts` table. Guard names and reason codes stay in the decision
 shipped tables never show them.
 
 Pick a table per policy: ``LoopPolicy(texts=TEXTS_ZH)``, ``RetryRouterPolicy(texts=TEXTS_ZH)``
-(their nodes and middleware read it); :func:`~agent_guards.core.stopping.final_message`
-and the demo graph's outcome functions take ``texts=``. Word one text your own way with
+(their nodes and middleware read it), ``PlannerPolicy(texts=TEXTS_ZH)`` (the approval
+question); :func:`~agent_guards.core.stopping.final_message`, the demo graph's outcome
+functions, :meth:`StopReason.text <agent_guards.budget.StopReason.text>` (a budget stop) and
+:func:`~agent_guards.planner_gate.request_approval` take ``texts=``. Word one text your own way with
 ``dataclasses.replace(TEXTS_EN, refusal="...")``. A template may leave out any of its
 placeholders; naming one it does not have fails when the table is built.
 
@@ -60,11 +62,26 @@ PLACEHOLDERS: MappingProxyType[str, frozenset[str]] = MappingProxyType(
         "sources_disagree": frozenset({"key", "options"}),
         "review_needed": frozenset(),
         "partial_outcome": frozenset({"why", "confirmed", "missing"}),
+        "not_used": frozenset({"ids"}),
         "evidence_missing": frozenset(),
         "nothing_yet": frozenset(),
         "remaining_steps": frozenset(),
         "abstain": frozenset(),
         "no_message": frozenset(),
+        "budget_stop": frozenset({"detail"}),
+        "budget_spent": frozenset({"what", "value", "limit"}),
+        "budget_other": frozenset(),
+        "budget_steps": frozenset(),
+        "budget_replans": frozenset(),
+        "budget_tool_calls": frozenset(),
+        "budget_model_calls": frozenset(),
+        "budget_tokens": frozenset(),
+        "budget_seconds": frozenset(),
+        "approval_question": frozenset({"step", "description", "risk"}),
+        "risk_low": frozenset(),
+        "risk_medium": frozenset(),
+        "risk_high": frozenset(),
+        "stuck_question": frozenset({"detail"}),
     }
 )
 """The placeholders each template may use (``str.format`` names)."""
@@ -123,6 +140,8 @@ class Texts:
     """Conflicting evidence that a person must settle."""
     partial_outcome: str = "Partial result ({why}).\nConfirmed:\n{confirmed}\nMissing: {missing}"
     """The demo graph's partial answer: ``{why}``, ``{confirmed}`` (lines), ``{missing}``."""
+    not_used: str = "Not used (conflicting): {ids}"
+    """Ends an answer that left conflicting sources out: ``{ids}`` (their ids)."""
     evidence_missing: str = "evidence is missing"
     """``{why}`` of a partial answer when no other reason is known."""
     nothing_yet: str = "- nothing yet"
@@ -133,6 +152,38 @@ class Texts:
     """No answer: the evidence does not cover the question."""
     no_message: str = "no reason given"
     """``{message}`` of a refusal when the tool said nothing."""
+    budget_stop: str = "I had to stop before finishing: {detail}."
+    """A run stopped by its :class:`~agent_guards.Budget`: ``{detail}`` is ``budget_spent``
+    or ``budget_other`` (both in this table, so unlike ``stop`` it can be translated)."""
+    budget_spent: str = "I used {value} of {limit} allowed {what}"
+    """What ran out: ``{what}`` (one of the ``budget_*`` names below), ``{value}`` (used),
+    ``{limit}``. Also the ``{why}`` of a partial answer cut short by the budget."""
+    budget_other: str = "I reached a limit set for this run"
+    """What ran out, for a stop condition of your own (its reason code stays in the decision)."""
+    budget_steps: str = "steps"
+    """``{what}`` of ``max_steps``."""
+    budget_replans: str = "replans"
+    """``{what}`` of ``max_replans``."""
+    budget_tool_calls: str = "tool calls"
+    """``{what}`` of ``max_tool_calls``."""
+    budget_model_calls: str = "model calls"
+    """``{what}`` of ``max_model_calls``."""
+    budget_tokens: str = "tokens"
+    """``{what}`` of ``max_tokens``."""
+    budget_seconds: str = "seconds"
+    """``{what}`` of ``max_seconds`` (the deadline)."""
+    approval_question: str = "Approve step '{step}' ({description}), risk {risk}?"
+    """The question a person answers before a risky plan step runs: ``{step}`` (its id),
+    ``{description}`` (or its tool), ``{risk}`` (one of the ``risk_*`` names below)."""
+    risk_low: str = "low"
+    """``{risk}`` of a low-risk step."""
+    risk_medium: str = "medium"
+    """``{risk}`` of a medium-risk step."""
+    risk_high: str = "high"
+    """``{risk}`` of a high-risk step."""
+    stuck_question: str = "The agent seems stuck: {detail}. Stop or continue?"
+    """The question a person answers when a loop escalates (``on_stop="escalate"``):
+    ``{detail}`` (what repeated)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -180,11 +231,26 @@ TEXTS_ZH = Texts(
     sources_disagree="关于 {key}，各来源说法不一（{options}）。您指的是哪一个？",
     review_needed="在一个高风险问题上证据相互矛盾，需要由审核人员决定。",
     partial_outcome="部分结果（{why}）。\n已确认：\n{confirmed}\n未完成：{missing}",
+    not_used="未采用（相互矛盾）：{ids}",
     evidence_missing="缺少证据",
     nothing_yet="- 暂无",
     remaining_steps="其余步骤",
     abstain="我没有足够的证据来可靠地回答这个问题。",
     no_message="未说明原因",
+    budget_stop="任务还没完成，我不得不先停下来：{detail}。",
+    budget_spent="{what}已用 {value}，上限为 {limit}",
+    budget_other="已达到本次运行设定的上限",
+    budget_steps="步数",
+    budget_replans="重新规划次数",
+    budget_tool_calls="工具调用次数",
+    budget_model_calls="模型调用次数",
+    budget_tokens="token 数",
+    budget_seconds="运行时间（秒）",
+    approval_question="是否批准执行步骤“{step}”（{description}）？风险等级：{risk}。",
+    risk_low="低",
+    risk_medium="中",
+    risk_high="高",
+    stuck_question="智能体似乎卡住了，一直在重复同样的操作。要停止还是继续？",
 )
 """The Chinese (simplified) texts. The stop texts leave out ``{detail}``, which is English."""
 

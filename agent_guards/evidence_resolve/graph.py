@@ -25,7 +25,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -38,8 +38,8 @@ from typing_extensions import TypedDict
 from agent_guards.core.clock import now_from_config
 from agent_guards.core.decision import EvidenceRoute, GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.fields import to_identities
-from agent_guards.core.state import GuardState
+from agent_guards.core.fields import shown, to_identities
+from agent_guards.core.state import GuardState, StateKeys
 from agent_guards.evidence_resolve.core import GUARD, is_visible, resolve_evidence
 from agent_guards.evidence_resolve.extract import ClaimExtractor, Extraction
 from agent_guards.evidence_resolve.model import (
@@ -47,7 +47,15 @@ from agent_guards.evidence_resolve.model import (
     EvidenceVerdict,
 )
 from agent_guards.evidence_resolve.policy import EvidencePolicy
-from agent_guards.graph import LOG_KEY, graph_store, invalid_input, runnable, stamp, state_value
+from agent_guards.graph import (
+    LOG_KEY,
+    graph_store,
+    invalid_input,
+    require_channels,
+    runnable,
+    stamp,
+    state_value,
+)
 
 __all__ = [
     "EvidenceQuery",
@@ -142,14 +150,14 @@ class _EvidenceNode:
     def read(self, state: Any, config: RunnableConfig) -> _Inputs:
         query = state_value(state, self.query_key) or {}
         if not isinstance(query, Mapping):
-            raise InvalidInputError(f"must be a mapping, got {query!r}", field=self.query_key)
+            raise InvalidInputError(f"must be a mapping, got {shown(query)}", field=self.query_key)
         unknown = sorted(set(query) - set(_QUERY_KEYS))
         if unknown:
             raise InvalidInputError(
                 f"unknown key(s) {unknown}; allowed: {list(_QUERY_KEYS)}", field=self.query_key
             )
         items = state_value(state, self.evidence_key) or []
-        if isinstance(items, (str, bytes, Mapping)):
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
             raise InvalidInputError("must be a list of evidence", field=self.evidence_key)
         as_of = query.get("as_of")
         if as_of is None and self.use_clock:
@@ -239,6 +247,7 @@ def create_evidence_resolve(
     use_clock: bool = True,
     extractor: ClaimExtractor | None = None,
     name: str = GUARD,
+    keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, Any]:
     """Build the evidence_resolve node (sync and async).
 
@@ -296,7 +305,7 @@ def create_evidence_resolve(
     node = _EvidenceNode(
         policy, evidence_key, query_key, output_key, principal_key, use_clock, name, extractor
     )
-    return runnable(name, node.invoke, node.ainvoke)
+    return runnable(name, node.invoke, node.ainvoke, keys=keys)
 
 
 def _latest(log: Any, guard: str) -> tuple[str, str] | None:
@@ -311,7 +320,7 @@ def _latest(log: Any, guard: str) -> tuple[str, str] | None:
 
 
 def create_evidence_route(
-    *, output_key: str = "evidence_verdict", name: str = GUARD
+    *, output_key: str = "evidence_verdict", name: str = GUARD, keys: StateKeys | None = None
 ) -> RunnableLambda[Any, Any]:
     """Build the conditional edge that maps the stored verdict to an :data:`EvidenceRoute`.
 
@@ -339,7 +348,7 @@ def create_evidence_route(
             return "abstain"
         return _ROUTES.get(label, "abstain")
 
-    return runnable(f"{name}_route", route)
+    return runnable(f"{name}_route", route, keys=keys)
 
 
 def add_evidence_resolve(
@@ -381,10 +390,12 @@ def add_evidence_resolve(
     targets["escalate"] = escalate if escalate is not None else clarify
     for label, target in targets.items():
         _key(label, target)
+    keys = node_options.get("keys")
+    require_channels(builder, "add_evidence_resolve", "EvidenceState", ("guard_log",), keys)
     builder.add_node(
         name, create_evidence_resolve(name=name, output_key=output_key, **node_options)
     )
     builder.add_conditional_edges(
-        name, create_evidence_route(output_key=output_key, name=name), targets
+        name, create_evidence_route(output_key=output_key, name=name, keys=keys), targets
     )
     return builder

@@ -56,7 +56,7 @@ from langgraph.types import Command, interrupt
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, Verdict
-from agent_guards.core.state import GuardState
+from agent_guards.core.state import GuardState, StateKeys
 from agent_guards.core.stopping import answer_pending, final_message
 from agent_guards.core.texts import Texts
 from agent_guards.graph import state_messages
@@ -128,7 +128,10 @@ def nudge_update(
 
 
 def create_loop_check(
-    *, policy: LoopPolicy | None = None, messages_key: str = "messages"
+    *,
+    policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+    keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, LoopRoute]:
     """The loop_check conditional edge: ``"continue" | "nudge" | "stop" | "escalate"``.
 
@@ -150,7 +153,7 @@ def create_loop_check(
         label = decision.verdict.value
         return label if label in ("nudge", "stop", "escalate") else "continue"  # type: ignore[return-value]
 
-    return _node.runnable(GUARD, route)
+    return _node.runnable(GUARD, route, keys=keys)
 
 
 def nudge_text(decision: GuardDecision) -> str:
@@ -175,7 +178,10 @@ def nudge_text(decision: GuardDecision) -> str:
 
 
 def create_loop_nudge(
-    *, policy: LoopPolicy | None = None, messages_key: str = "messages"
+    *,
+    policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+    keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, dict[str, Any]]:
     """Node: append one nudge (a user-role message named ``loop_check``) and log it.
 
@@ -195,7 +201,7 @@ def create_loop_nudge(
             return {"guard_log": [decision]}
         return nudge_update(decision, state_messages(state, messages_key), policy, messages_key)
 
-    return _node.runnable("loop_nudge", nudge)
+    return _node.runnable("loop_nudge", nudge, keys=keys)
 
 
 def _stop_update(
@@ -210,7 +216,10 @@ def _stop_update(
 
 
 def create_loop_stop(
-    *, policy: LoopPolicy | None = None, messages_key: str = "messages"
+    *,
+    policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+    keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, dict[str, Any]]:
     """Node: answer pending tool calls, end with the partial result and the reason.
 
@@ -235,7 +244,7 @@ def create_loop_stop(
         messages = state_messages(state, messages_key)
         return _stop_update(decision, messages, messages_key, policy.texts)
 
-    return _node.runnable("loop_stop", stop)
+    return _node.runnable("loop_stop", stop, keys=keys)
 
 
 def create_loop_escalate(
@@ -244,6 +253,7 @@ def create_loop_escalate(
     stop_to: str = "loop_stop",
     policy: LoopPolicy | None = None,
     messages_key: str = "messages",
+    keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, Command[str]]:
     """Node: ask a human through ``interrupt`` whether to stop or go on.
 
@@ -260,7 +270,7 @@ def create_loop_escalate(
         >>> cfg = {"configurable": {"thread_id": "1"}}
         >>> calls = [tool_call_message("search", {"q": "rates"}) for _ in range(3)]
         >>> app.invoke({"messages": calls}, cfg)["__interrupt__"][0].value["question"]
-        'The agent seems stuck: search was called 3 times with the same arguments. Stop, ...'
+        'The agent seems stuck: search was called 3 times with the same arguments. Stop or ...'
         >>> [d.reason for d in app.invoke(Command(resume="stop"), cfg)["guard_log"]]
         ['repeated_call', 'human_stop']
     """
@@ -272,8 +282,7 @@ def create_loop_escalate(
             {
                 "guard": GUARD,
                 "decision": decision.to_dict(),
-                "question": f"The agent seems stuck: {decision.detail}. Stop, or continue "
-                "(optionally with guidance)?",
+                "question": policy.texts.render("stuck_question", detail=decision.detail),
             }
         )
         action, text = _parse_answer(answer)
@@ -292,7 +301,7 @@ def create_loop_escalate(
             update[messages_key] = [HumanMessage(text)]
         return Command(goto=continue_to, update=update)
 
-    return _node.runnable("loop_escalate", escalate)
+    return _node.runnable("loop_escalate", escalate, keys=keys)
 
 
 def _parse_answer(answer: Any) -> tuple[str, str | None]:
@@ -318,11 +327,14 @@ def add_loop_check(
     policy: LoopPolicy | None = None,
     messages_key: str = "messages",
     end: str = END,
+    keys: StateKeys | None = None,
 ) -> dict[str, str]:
     """Wire loop_check after ``source`` (usually the tools node) and return the path map.
 
     Adds the nodes ``loop_nudge`` (then ``continue_to``), ``loop_stop`` (then ``end``) and,
     with ``on_stop="escalate"``, ``loop_escalate``; and the conditional edge from ``source``.
+    ``keys`` names the guard channels when your state uses ``guard_log`` or ``usage`` for
+    something else (:class:`~agent_guards.core.StateKeys`).
 
     Example:
         >>> builder = StateGraph(LoopState).add_node("model", lambda s: {})
@@ -337,14 +349,21 @@ def add_loop_check(
         raise ValueError(f"add_loop_check source must be a node name, got {source!r}")
     if not isinstance(continue_to, str) or not continue_to:
         raise ValueError(f"add_loop_check continue_to must be a node name, got {continue_to!r}")
-    _node.require_channels(builder, "add_loop_check", "LoopState", ("guard_log", messages_key))
+    _node.require_channels(
+        builder, "add_loop_check", "LoopState", ("guard_log", messages_key), keys
+    )
     _node.require_free_source(builder, "add_loop_check", source)
     path_map = add_loop_nodes(
-        builder, continue_to=continue_to, policy=policy, messages_key=messages_key, end=end
+        builder,
+        continue_to=continue_to,
+        policy=policy,
+        messages_key=messages_key,
+        end=end,
+        keys=keys,
     )
     paths = cast("dict[Hashable, str]", path_map)
     builder.add_conditional_edges(
-        source, create_loop_check(policy=policy, messages_key=messages_key), paths
+        source, create_loop_check(policy=policy, messages_key=messages_key, keys=keys), paths
     )
     return path_map
 
@@ -356,6 +375,7 @@ def add_loop_nodes(
     policy: LoopPolicy | None = None,
     messages_key: str = "messages",
     end: str = END,
+    keys: StateKeys | None = None,
 ) -> dict[str, str]:
     """Add loop_check's nodes only and return the path map for its labels.
 
@@ -367,7 +387,7 @@ def add_loop_nodes(
         'loop_escalate'
     """
     policy = _check(policy)
-    kw: dict[str, Any] = {"policy": policy, "messages_key": messages_key}
+    kw: dict[str, Any] = {"policy": policy, "messages_key": messages_key, "keys": keys}
     builder.add_node("loop_nudge", create_loop_nudge(**kw))
     builder.add_node("loop_stop", create_loop_stop(**kw))
     builder.add_edge("loop_nudge", continue_to)
@@ -387,7 +407,10 @@ ReplyRoute = Literal["tools", "nudge", "stop", "escalate", "__end__"]
 
 
 def create_reply_check(
-    *, policy: LoopPolicy | None = None, messages_key: str = "messages"
+    *,
+    policy: LoopPolicy | None = None,
+    messages_key: str = "messages",
+    keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, ReplyRoute]:
     """Edge after the model: ``"tools"`` for tool calls, else loop_check on the reply.
 
@@ -414,7 +437,7 @@ def create_reply_check(
         label = _decide(state, config, policy, messages_key).verdict.value
         return label if label in ("nudge", "stop", "escalate") else "__end__"  # type: ignore[return-value]
 
-    return _node.runnable("reply_check", route)
+    return _node.runnable("reply_check", route, keys=keys)
 
 
 def add_reply_check(
@@ -425,6 +448,7 @@ def add_reply_check(
     policy: LoopPolicy | None = None,
     messages_key: str = "messages",
     end: str = END,
+    keys: StateKeys | None = None,
 ) -> dict[str, str]:
     """Wire :func:`create_reply_check` after the model node ``source`` (in place of
     ``tools_condition``), adding loop_check's nodes if :func:`add_loop_check` has not.
@@ -440,13 +464,18 @@ def add_reply_check(
         raise ValueError(f"add_reply_check source must be a node name, got {source!r}")
     if "loop_nudge" not in builder.nodes:
         add_loop_nodes(
-            builder, continue_to=source, policy=policy, messages_key=messages_key, end=end
+            builder,
+            continue_to=source,
+            policy=policy,
+            messages_key=messages_key,
+            end=end,
+            keys=keys,
         )
     path_map = {"tools": tools, "nudge": "loop_nudge", "stop": "loop_stop", "__end__": end}
     if "loop_escalate" in builder.nodes:
         path_map["escalate"] = "loop_escalate"
     paths = cast("dict[Hashable, str]", path_map)
     builder.add_conditional_edges(
-        source, create_reply_check(policy=policy, messages_key=messages_key), paths
+        source, create_reply_check(policy=policy, messages_key=messages_key, keys=keys), paths
     )
     return path_map

@@ -32,7 +32,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from agent_guards.core.state import GuardState
+from agent_guards.core.state import GuardState, StateKeys
 from agent_guards.graph import runnable, state_value
 from agent_guards.memory_resolve.core import GUARD
 from agent_guards.memory_resolve.model import (
@@ -188,6 +188,7 @@ def create_memory_resolve(
     extractor: Extractor | None = None,
     consume_facts: bool = True,
     name: str = GUARD,
+    keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, Any]:
     """Build the memory_resolve node (sync and async).
 
@@ -253,4 +254,4 @@ def create_memory_resolve(
         consume_facts=consume_facts,
         name=name,
     )
-    return runnable(name, node.invoke, node.ainvoke)
+    return runnable(name, node.invoke, node.ainvoke, keys=keys)

@@ -15,6 +15,7 @@ from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import content_text, is_guard_message
+from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.evidence_resolve.core import resolve_evidence
 from agent_guards.evidence_resolve.messages import evidence_from_messages
 from agent_guards.evidence_resolve.model import EvidenceVerdict
@@ -110,8 +111,12 @@ class EvidenceResolveMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         tools: Iterable[str],
         policy: EvidencePolicy | None = None,
         principal_key: str = "principal",
+        texts: Texts = TEXTS_EN,
     ) -> None:
         super().__init__()
+        if not isinstance(texts, Texts):
+            raise TypeError(f"EvidenceResolveMiddleware.texts must be a Texts, got {texts!r}")
+        self.texts = texts
         names = [tools] if isinstance(tools, str) else list(tools)
         if not names or not all(isinstance(n, str) and n for n in names):
             raise ValueError(
@@ -157,13 +162,24 @@ class EvidenceResolveMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         decision = _node.stamp(decision, config)
         if decision.verdict not in _ENDING:
             return {"guard_log": [decision]}
-        text = f"I can't answer this reliably from the sources found: {decision.detail}"
         final = AIMessage(
-            content=text.rstrip(".") + ".",
+            content=self._ending_text(found, decision),
             name=GUARD,
             response_metadata={"agent_guards": {"guard": GUARD, "reason": decision.reason}},
         )
         return {"messages": [final], "guard_log": [decision], "jump_to": "end"}
+
+    def _ending_text(self, found: Any, decision: GuardDecision) -> str:
+        """What the user reads when the run ends here (the reason stays in the decision)."""
+        if decision.verdict is Verdict.ESCALATE:
+            return self.texts.review_needed
+        if decision.verdict is Verdict.CLARIFY and isinstance(found, EvidenceVerdict):
+            options = "; ".join(f"{k}: {v}" for k, v in found.values.items())
+            options = options or ", ".join(found.conflicting_ids)  # the sources, by id
+            return self.texts.render(
+                "sources_disagree", key=found.claim_key or "?", options=options or "?"
+            )
+        return self.texts.abstain
 
     def _with_note(self, request: Any) -> Any:
         messages = list((request.state or {}).get("messages") or request.messages)

@@ -22,7 +22,7 @@ from agent_guards.loop_check.graph import nudge_update
 from agent_guards.loop_check.judge import ajudge_loop, judge_due, judge_loop
 from agent_guards.loop_check.policy import LoopPolicy
 from agent_guards.loop_check.recovery import after_cut
-from agent_guards.middleware.state import GuardAgentState, safe_decision
+from agent_guards.middleware.state import GuardAgentState, refuse_clash, safe_decision
 from agent_guards.tool_guard.plan import Plan
 from agent_guards.tool_guard.wrapper import ToolCallGuard, record_effect
 
@@ -115,7 +115,7 @@ class LoopGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
             {
                 "guard": "loop_check",
                 "decision": decision.to_dict(),
-                "question": f"The agent seems stuck: {decision.detail}. Stop or continue?",
+                "question": self.policy.texts.render("stuck_question", detail=decision.detail),
             }
         )
         text = answer.get("message") if isinstance(answer, dict) else answer
@@ -127,6 +127,7 @@ class LoopGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         return {"guard_log": [decision]}
 
     def _handle(self, state: Any, runtime: Runtime[Any], *, nudge: bool) -> dict[str, Any] | None:
+        refuse_clash(state, type(self).__name__)
         decision = self._decide(state, runtime)
         if decision.verdict is Verdict.STOP:
             return self._stop(decision, state)
@@ -175,7 +176,8 @@ class LoopGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         """Stop before executing a call that reaches ``stop_at`` (its pending calls answered);
         for a reply without tool calls that loops, nudge and let the model answer again,
         or stop."""
-        last = (state.get("messages") or [None])[-1]
+        messages = state.get("messages") or []
+        last = messages[-1] if messages else None
         if not isinstance(last, AIMessage):
             return None
         if last.tool_calls:

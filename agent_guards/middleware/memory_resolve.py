@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
-from typing_extensions import NotRequired
 
 from agent_guards.core.signatures import content_text
 from agent_guards.memory_resolve.graph import MemoryFact, create_memory_resolve, format_memories

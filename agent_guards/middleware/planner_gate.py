@@ -238,4 +238,5 @@ class PlannerGateMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         decision = next((d for d in reversed(log) if d.guard == GUARD), None)
         if decision is None:
             return None
-        return {"messages": [final_message(decision, messages)], "jump_to": "end"}
+        final = final_message(decision, messages, texts=self.policy.texts)
+        return {"messages": [final], "jump_to": "end"}

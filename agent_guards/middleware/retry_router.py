@@ -14,7 +14,7 @@ from langgraph.store.base import BaseStore
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision
-from agent_guards.middleware.state import GuardAgentState, safe_decision
+from agent_guards.middleware.state import GuardAgentState, refuse_clash, safe_decision
 from agent_guards.retry_router.breaker import CircuitBreaker, RetryBudget
 from agent_guards.retry_router.classify import describe_failure
 from agent_guards.retry_router.core import retryable, route_failures
@@ -116,6 +116,7 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: GuardAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """End the run on refuse / clarify / abstain / fallback; otherwise let the model go on."""
+        refuse_clash(state, type(self).__name__)
         messages = list(state.get("messages") or ())
         decision = safe_decision(
             "retry_router", self.policy.label, lambda: route_failures(messages, policy=self.policy)

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentState
-from typing_extensions import NotRequired
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.state import DEFAULT_LOG_SIZE, Usage, keep_last, merge_usage
+from agent_guards.core.state import DEFAULT_KEYS, DEFAULT_LOG_SIZE, Usage, keep_last, merge_usage
 
 __all__ = ["GuardAgentState"]
 
@@ -38,3 +37,16 @@ def safe_decision(guard: str, policy: str, decide: Callable[[], GuardDecision]) 
         return decide()
     except InvalidInputError as err:
         return _node.invalid_input(guard, err, policy=policy, verdict=Verdict.CONTINUE)
+
+
+def refuse_clash(state: Any, middleware: str) -> None:
+    """Fail before the run does anything when ``guard_log`` or ``usage`` in the agent's
+    state is a field of the user's own (create_agent merged a ``state_schema=`` over
+    ours): the guards' decisions and counts would be mixed into it or replace it."""
+    clash = DEFAULT_KEYS.clash(state)
+    if clash is not None:
+        raise ValueError(
+            f"{middleware}: the agent state's {clash}: the create_agent middleware keep "
+            f"their decisions in 'guard_log' and their counters in 'usage'; rename your "
+            f"field in the state_schema you pass to create_agent"
+        )

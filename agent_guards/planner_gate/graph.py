@@ -9,7 +9,6 @@ objects: a resume, a fork or another worker decides the same way from the checkp
 from __future__ import annotations
 
 import logging
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Annotated, Any, get_args
@@ -21,7 +20,8 @@ from langgraph.types import Command, Overwrite, interrupt
 
 from agent_guards.core.decision import GuardDecision, PlannerRoute, Verdict
 from agent_guards.core.errors import InvalidInputError, check_choice
-from agent_guards.core.state import GuardState
+from agent_guards.core.state import GuardState, StateKeys, add_count
+from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.graph import (
     guarded,
     invalid_input,
@@ -48,6 +48,7 @@ __all__ = [
     "OBSERVED_KEY",
     "PlanState",
     "add_planner_gate",
+    "approval_question",
     "create_planner_gate",
     "merge_plans",
     "progress_update",
@@ -141,8 +142,8 @@ class PlanState(GuardState, total=False):
 
     plans: Annotated[list[PlanVersion], merge_plans]
     goal: Goal
-    executed_since_plan: Annotated[int, operator.add]
-    observations_since_plan: Annotated[int, operator.add]
+    executed_since_plan: Annotated[int, add_count]
+    observations_since_plan: Annotated[int, add_count]
 
 
 def progress_update(*, executed: int = 0, observations: int = 0) -> dict[str, int]:
@@ -237,7 +238,7 @@ def _ask_approval(
     step = next_step(plan)
     if step is None or not needs_approval(step, risk):
         return None
-    answer = request_approval(step, version=plan.version)
+    answer = request_approval(step, version=plan.version, texts=pol.texts)
     marked, answered = _after_approval(
         plan,
         step,
@@ -261,6 +262,7 @@ def create_planner_gate(
     plans_key: str = "plans",
     goal_key: str = "goal",
     count_replans: bool = True,
+    keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, Command[Any]]:
     """Build the planner_gate node (sync + async). Add it with :func:`add_planner_gate`.
 
@@ -331,7 +333,7 @@ def create_planner_gate(
 
         return guarded(decide, on_invalid)(state, config)
 
-    return runnable(name, node)
+    return runnable(name, node, keys=keys)
 
 
 def add_planner_gate(
@@ -353,7 +355,9 @@ def add_planner_gate(
     """
     node = create_planner_gate(name=name, **options)
     dest = _check_destinations(options.get("destinations"))
-    require_channels(builder, "add_planner_gate", "PlanState", ("plans", "guard_log"))
+    require_channels(
+        builder, "add_planner_gate", "PlanState", ("plans", "guard_log"), options.get("keys")
+    )
     given = options.get("destinations") or {}
     # a route you did not name goes to its default node: that node must exist (LangGraph
     # would only say "unknown node" when compiling); the ones you named may come later
@@ -365,15 +369,42 @@ def add_planner_gate(
     return builder
 
 
+def approval_question(step: PlanStep, texts: Texts | None = None) -> str:
+    """The approval question for ``step``, from ``texts`` (English by default).
+
+    Example:
+        >>> from agent_guards import PlanStep
+        >>> from agent_guards.core.texts import TEXTS_ZH
+        >>> step = PlanStep("s1", "wire money", tool="pay", risk="high")
+        >>> approval_question(step)
+        "Approve step 's1' (wire money), risk high?"
+        >>> approval_question(step, TEXTS_ZH)
+        '是否批准执行步骤“s1”（wire money）？风险等级：高。'
+    """
+    texts = texts or TEXTS_EN
+    return texts.render(
+        "approval_question",
+        step=step.id,
+        description=step.description or step.tool or step.id,
+        risk=getattr(texts, f"risk_{step.risk.value}"),
+    )
+
+
 def request_approval(
-    step: PlanStep, *, version: int | None = None, question: str | None = None
+    step: PlanStep,
+    *,
+    version: int | None = None,
+    question: str | None = None,
+    texts: Texts | None = None,
 ) -> Approval:
     """Pause the graph (``interrupt``) until a human approves or rejects ``step``.
 
     Call it inside a node; the graph needs a checkpointer. Resume with
     ``graph.invoke(Command(resume=True), config)`` (or ``"reject"``, or a mapping, see
     :meth:`Approval.from_resume`). On resume the node runs again from the top, so keep
-    what precedes this call deterministic (the gate's decision is).
+    what precedes this call deterministic (the gate's decision is). ``question`` is what the
+    person reads; without one it is ``texts.approval_question`` (the gate passes its
+    policy's texts).
 
     Example:
         >>> from langgraph.checkpoint.memory import InMemorySaver
@@ -395,7 +426,6 @@ def request_approval(
         "version": version,
         "step": step.to_dict(),
         "risk": step.risk.value,
-        "question": question
-        or f"Approve step {step.id!r} ({step.description or step.tool}), risk {step.risk.value}?",
+        "question": question or approval_question(step, texts),
     }
     return Approval.from_resume(interrupt(payload), step_id=step.id)

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
-from agent_guards.core.decision import StrEnum
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import from_mapping, shown
 from agent_guards.planner_gate.checks import (

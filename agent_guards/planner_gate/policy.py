@@ -12,6 +12,7 @@ from rapidfuzz.utils import default_process
 
 from agent_guards.core.errors import check_choice
 from agent_guards.core.policy import Policy, check_int, check_ratio
+from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.planner_gate.model import PlanStep, PlanTrigger, PlanVersion, StepStatus
 
 __all__ = ["DEFAULT_POLICY", "GUARD", "PlannerPolicy", "plan_similarity"]
@@ -63,6 +64,9 @@ class PlannerPolicy(Policy):
     on_blocked: BlockedAction = "clarify"
     """Verdict when the gate refuses a proposal but the current plan has no runnable step
     (or a plan has no runnable first step): ``"clarify"``, ``"escalate"`` or ``"stop"``."""
+    texts: Texts = field(default=TEXTS_EN, compare=False)
+    """The texts people read (the approval question; :class:`~agent_guards.core.texts.Texts`,
+    ``TEXTS_ZH`` ships too). Decisions keep the guard's name and reason code either way."""
     name: str = "PlannerPolicy"
     """Policy name recorded in every decision."""
     version: int = 1
@@ -78,6 +82,8 @@ class PlannerPolicy(Policy):
             "on_budget_exhausted", self.on_budget_exhausted, ["stop", "escalate", "clarify"]
         )
         check_choice("on_blocked", self.on_blocked, ["clarify", "escalate", "stop"])
+        if not isinstance(self.texts, Texts):
+            raise TypeError(f"PlannerPolicy.texts must be a Texts, got {self.texts!r}")
         self.check_label()
         triggers = self.replan_triggers
         if isinstance(triggers, str) or not isinstance(triggers, Iterable):

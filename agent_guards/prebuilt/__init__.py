@@ -6,7 +6,10 @@
 * :class:`HandoffPolicy` / :func:`check_handoffs` - a supervisor's handoff loop, bounded
   (handoff tools always run: a handoff is never answered from an earlier result);
 * :func:`add_subgraph` / :func:`subgraph_node` / :func:`guard_updates` - a guarded agent
-  inside a parent graph, its decisions and usage reaching the parent once.
+  inside a parent graph, its decisions and usage reaching the parent once;
+* :func:`guarded_supervisor` / :func:`guarded_swarm` / :func:`guarded_workers` -
+  langgraph-supervisor's ``create_supervisor`` and langgraph-swarm's ``create_swarm`` over
+  guarded agents, every decision and count reaching the parent state once.
 
 Example:
     >>> from agent_guards.prebuilt import HandoffPolicy, guarded_react_agent
@@ -15,6 +18,7 @@ Example:
 """
 
 from agent_guards.prebuilt.handoff import HandoffPolicy, check_handoffs, handoff_names
+from agent_guards.prebuilt.multi_agent import guarded_supervisor, guarded_swarm, guarded_workers
 from agent_guards.prebuilt.react import (
     GuardedReactState,
     ReactAgentHooks,
@@ -31,6 +35,9 @@ __all__ = [
     "check_handoffs",
     "guard_updates",
     "guarded_react_agent",
+    "guarded_supervisor",
+    "guarded_swarm",
+    "guarded_workers",
     "handoff_names",
     "react_agent_hooks",
     "subgraph_node",

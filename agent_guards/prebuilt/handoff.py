@@ -127,6 +127,16 @@ def _turn(messages: Sequence[Any]) -> list[Any]:
     return list(messages)
 
 
+def _is_handoff_note(message: Any, handoff_ids: set[str]) -> bool:
+    """A handoff's bookkeeping, not a result: its confirmation (ours, another agent's, a
+    worker's way back) and langgraph-supervisor's "Transferring back" note."""
+    if isinstance(message, ToolMessage):
+        name = str(message.name or "")
+        return message.tool_call_id in handoff_ids or name.startswith(HANDOFF_PREFIXES)
+    meta = getattr(message, "response_metadata", None) or {}
+    return bool(meta.get("__is_handoff_back"))
+
+
 def _rounds(messages: Sequence[Any], handoffs: frozenset[str]) -> list[tuple[str, str, str, bool]]:
     """Every handoff of the turn: (call id, tool, args key, the round before it was new)."""
     seen: set[str] = set()
@@ -143,7 +153,7 @@ def _rounds(messages: Sequence[Any], handoffs: frozenset[str]) -> list[tuple[str
                 out.append((str(call.get("id")), key[0], key[1], new))
                 last_seen[key] = len(seen)
                 handoff_ids.add(str(call.get("id")))
-        if isinstance(m, ToolMessage) and m.tool_call_id in handoff_ids:
+        if _is_handoff_note(m, handoff_ids):
             continue
         if isinstance(m, (AIMessage, ToolMessage)):
             digest = _digest(m)

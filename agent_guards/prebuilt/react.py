@@ -40,15 +40,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any, NotRequired, Required, get_type_hints
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from langgraph.prebuilt import ToolNode
-from langgraph.types import interrupt
-from typing_extensions import NotRequired, Required
+from langgraph.types import Command, interrupt
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
@@ -56,11 +55,16 @@ from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import is_guard_message
 from agent_guards.core.state import DEFAULT_LOG_SIZE, GuardState, Usage, keep_last, merge_usage
 from agent_guards.core.stopping import answer_pending, final_message
-from agent_guards.core.texts import Texts
+from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.loop_check.core import detect_loop
 from agent_guards.loop_check.graph import nudge_text
 from agent_guards.loop_check.policy import LoopPolicy
-from agent_guards.prebuilt.handoff import HandoffPolicy, check_handoffs, handoff_names
+from agent_guards.prebuilt.handoff import (
+    HANDOFF_PREFIXES,
+    HandoffPolicy,
+    check_handoffs,
+    handoff_names,
+)
 from agent_guards.retry_router.core import route_failures
 from agent_guards.retry_router.graph import finish_messages
 from agent_guards.retry_router.policy import RetryRouterPolicy
@@ -125,13 +129,33 @@ class _HandoffAware:
 
     def __call__(self, request: Any, execute: Callable[[Any], Any]) -> Any:
         if request.tool_call["name"] in self.handoffs:
-            return execute(request)
+            return _carry_guard_channels(execute(request), request.state)
         return self.guard(request, execute)
 
     async def awrap(self, request: Any, execute: Callable[[Any], Awaitable[Any]]) -> Any:
         if request.tool_call["name"] in self.handoffs:
-            return await execute(request)
+            return _carry_guard_channels(await execute(request), request.state)
         return await self.guard.awrap(request, execute)
+
+
+def _carry_guard_channels(result: Any, state: Any) -> Any:
+    """A handoff to the parent graph carries this run's ``guard_log`` and ``usage``.
+
+    The agent's run ends with the handoff, so what it recorded before (a reuse, a nudge,
+    the calls it counted) would otherwise stay behind. A handoff that sends the state
+    already (langgraph-supervisor's ``{**state, ...}``) is left as it is.
+    """
+    if not isinstance(result, Command) or result.graph != Command.PARENT:
+        return result
+    update = result.update
+    if not isinstance(update, dict) or not isinstance(state, dict):
+        return result
+    carried = {
+        key: state[key] for key in ("guard_log", "usage") if key not in update and state.get(key)
+    }
+    if not carried:
+        return result
+    return replace(result, update={**update, **carried})
 
 
 def check_state_schema(schema: Any, *, owner: str) -> type[Any]:
@@ -420,7 +444,10 @@ def _stop(
 
 
 def _handed_off(message: Any, handoffs: frozenset[str]) -> bool:
-    return isinstance(message, ToolMessage) and message.name in handoffs
+    """A handoff's confirmation, this agent's or a worker's way back (``transfer_back_to_*``)."""
+    if not isinstance(message, ToolMessage):
+        return False
+    return message.name in handoffs or str(message.name or "").startswith(HANDOFF_PREFIXES)
 
 
 def _as_result(message: Any) -> Any:
@@ -438,7 +465,7 @@ def _escalate(
         {
             "guard": "loop_check",
             "decision": decision.to_dict(),
-            "question": f"The agent seems stuck: {decision.detail}. Stop or continue?",
+            "question": (texts or TEXTS_EN).render("stuck_question", detail=decision.detail),
         }
     )
     action = answer.get("action") if isinstance(answer, dict) else answer

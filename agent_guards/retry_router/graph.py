@@ -69,7 +69,7 @@ from langgraph.types import RetryPolicy
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, RetryRoute, Verdict
-from agent_guards.core.state import GuardState
+from agent_guards.core.state import GuardState, StateKeys
 from agent_guards.core.stopping import answer_pending, final_message
 from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.graph import state_messages
@@ -129,6 +129,7 @@ def create_retry_router(
     policy: RetryRouterPolicy | None = None,
     loop_policy: LoopPolicy | None = None,
     messages_key: str = "messages",
+    keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, RetryRoute | LoopRoute]:
     """The retry_router conditional edge, placed after a ``ToolNode`` using :class:`ToolCallGuard`.
 
@@ -175,7 +176,7 @@ def create_retry_router(
                 return cast("LoopRoute", verdict.value)
         return cast("RetryRoute", label)
 
-    return _node.runnable(GUARD, route)
+    return _node.runnable(GUARD, route, keys=keys)
 
 
 def _finish_text(decision: GuardDecision, texts: Texts) -> str:
@@ -229,7 +230,10 @@ def finish_messages(
 
 
 def create_retry_finish(
-    *, policy: RetryRouterPolicy | None = None, messages_key: str = "messages"
+    *,
+    policy: RetryRouterPolicy | None = None,
+    messages_key: str = "messages",
+    keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, dict[str, Any]]:
     """Node for the ending routes (refuse, clarify, abstain, default fallback).
 
@@ -263,7 +267,7 @@ def create_retry_finish(
         update: dict[str, Any] = {messages_key: ended}
         return update if logged else {**update, "guard_log": [decision]}
 
-    return _node.runnable("retry_finish", finish)
+    return _node.runnable("retry_finish", finish, keys=keys)
 
 
 def add_retry_router(
@@ -278,6 +282,7 @@ def add_retry_router(
     loop_policy: LoopPolicy | None = None,
     messages_key: str = "messages",
     end: str = END,
+    keys: StateKeys | None = None,
 ) -> dict[str, str]:
     """Wire retry_router after ``source`` (the tools node) and return the path map.
 
@@ -285,7 +290,9 @@ def add_retry_router(
     the backoff); ``repair``, ``continue`` and, unless ``replan`` names a planner node,
     ``replan`` go to ``model``; ``refuse``, ``clarify``, ``abstain`` and, unless
     ``fallback`` names a node, ``fallback`` go to the ``retry_finish`` node, then ``end``.
-    With ``loop_policy`` the loop_check nodes are added too and share the edge.
+    With ``loop_policy`` the loop_check nodes are added too and share the edge. ``keys``
+    names the guard channels (:class:`~agent_guards.core.StateKeys`); the tools node's
+    ToolCallGuard must have the same.
 
     Example:
         >>> from agent_guards import RetryState, add_retry_router
@@ -301,10 +308,15 @@ def add_retry_router(
     for name, value in (("source", source), ("model", model), ("tools", tools)):
         if not isinstance(value, str) or not value:
             raise ValueError(f"add_retry_router {name} must be a node name, got {value!r}")
-    _node.require_channels(builder, "add_retry_router", "RetryState", ("guard_log", messages_key))
+    _node.require_channels(
+        builder, "add_retry_router", "RetryState", ("guard_log", messages_key), keys
+    )
     _node.require_free_source(builder, "add_retry_router", source)
-    _node.guarded_tool_node(builder, "add_retry_router", tools)
-    builder.add_node("retry_finish", create_retry_finish(policy=policy, messages_key=messages_key))
+    _node.guarded_tool_node(builder, "add_retry_router", tools, keys)
+    builder.add_node(
+        "retry_finish",
+        create_retry_finish(policy=policy, messages_key=messages_key, keys=keys),
+    )
     builder.add_edge("retry_finish", end)
     path_map: dict[str, str] = {
         "retry": tools,
@@ -319,10 +331,17 @@ def add_retry_router(
     if loop_policy is not None:
         path_map.update(
             add_loop_nodes(
-                builder, continue_to=model, policy=loop_policy, messages_key=messages_key, end=end
+                builder,
+                continue_to=model,
+                policy=loop_policy,
+                messages_key=messages_key,
+                end=end,
+                keys=keys,
             )
         )
-    router = create_retry_router(policy=policy, loop_policy=loop_policy, messages_key=messages_key)
+    router = create_retry_router(
+        policy=policy, loop_policy=loop_policy, messages_key=messages_key, keys=keys
+    )
     paths = cast("dict[Hashable, str]", path_map)
     builder.add_conditional_edges(source, router, paths)
     return path_map

@@ -396,3 +396,22 @@ def test_reuse_can_be_switched_off() -> None:
     )
     assert len(counter.calls) == 3
     assert [d.verdict.value for d in out["guard_log"]] == ["nudge", "stop"]
+
+
+def test_the_escalation_question_is_worded_from_the_policys_texts() -> None:
+    from agent_guards.core.texts import TEXTS_ZH
+    from agent_guards.loop_check import LoopState, create_loop_escalate
+
+    node = create_loop_escalate(
+        continue_to="ask", policy=LoopPolicy(on_stop="escalate", texts=TEXTS_ZH)
+    )
+    app = (
+        StateGraph(LoopState)
+        .add_node("ask", node)
+        .set_entry_point("ask")
+        .compile(checkpointer=InMemorySaver())
+    )
+    calls = [tool_call_message("search", {"q": "rates"}) for _ in range(3)]
+    out = app.invoke({"messages": calls}, {"configurable": {"thread_id": "zh"}})
+    question = out["__interrupt__"][0].value["question"]
+    assert question == TEXTS_ZH.render("stuck_question", detail="x") and "search" not in question

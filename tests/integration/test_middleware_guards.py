@@ -179,6 +179,26 @@ def test_a_close_call_ends_the_run_with_the_reason() -> None:
     assert len(model.calls) == 1  # the model never picks a side
     assert out["guard_log"][0].verdict.value == "clarify"
     assert out["messages"][-1].name == "evidence_resolve"
+    # the user reads the question from the texts table, not the reason code
+    assert out["messages"][-1].content == (
+        "The sources disagree on sla (a, b). Which one do you mean?"
+    )
+    assert out["guard_log"][0].reason not in out["messages"][-1].content
+
+
+def test_an_ending_is_worded_from_the_middlewares_texts() -> None:
+    from agent_guards.core.texts import TEXTS_ZH
+
+    # the only document is one this caller may not read: nothing to answer from
+    docs = [{"id": "a", "claim_key": "sla", "value": "99.9%", "allowed": ["hr"]}]
+    model = ScriptedChatModel(script=[tool_call_message("search_docs", {"q": "x"}), "99.9%"])
+    middleware = EvidenceResolveMiddleware(tools=["search_docs"], texts=TEXTS_ZH)
+    agent = create_agent(model, tools=[_search_docs(docs)], middleware=[middleware])
+    out = agent.invoke({"messages": [HumanMessage("sla?")]})
+    assert out["guard_log"][0].verdict.value == "abstain" and len(model.calls) == 1
+    assert out["messages"][-1].content == TEXTS_ZH.abstain
+    with pytest.raises(TypeError, match="must be a Texts"):
+        EvidenceResolveMiddleware(tools=["search_docs"], texts="zh")  # type: ignore[arg-type]
 
 
 def test_evidence_needs_named_sources() -> None:

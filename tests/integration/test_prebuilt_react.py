@@ -139,6 +139,26 @@ def test_an_escalation_interrupts_and_a_stop_answer_ends() -> None:
     assert _unanswered(out["messages"]) == []
 
 
+def test_the_escalation_question_comes_from_the_policys_texts() -> None:
+    from agent_guards.core.texts import TEXTS_ZH
+
+    model = ScriptedChatModel(
+        script=[lambda _: tool_call_message("search", {"q": "rates"})], repeat_last=True
+    )
+    agent = guarded_react_agent(
+        model,
+        [_search_tool([])],
+        loop=LoopPolicy(on_stop="escalate", texts=TEXTS_ZH),
+        checkpointer=InMemorySaver(),
+    )
+    cfg = {"configurable": {"thread_id": "zh"}}
+    paused = agent.invoke({"messages": [HumanMessage("rates?")]}, cfg)["__interrupt__"][0].value
+    assert paused["question"] == TEXTS_ZH.stuck_question
+    assert paused["decision"]["reason"] == "repeated_call"  # the code stays in the decision
+    out = agent.invoke(Command(resume="stop"), cfg)
+    assert out["messages"][-1].content.startswith(TEXTS_ZH.loop_stop)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

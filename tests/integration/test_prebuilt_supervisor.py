@@ -1,9 +1,11 @@
 """Supervisors, workers and plan-and-execute executors built on create_react_agent.
 
-The supervisor is built the way the langgraph-supervisor quickstart builds it (a
+The supervisor is built by hand the way the langgraph-supervisor quickstart builds it (a
 ``create_react_agent`` with ``transfer_to_<worker>`` handoff tools returning
-``Command(graph=Command.PARENT)``, workers as nodes going back to the supervisor); the
-executor is the plan-and-execute tutorial's, scripted.
+``Command(graph=Command.PARENT)``, workers as nodes going back to the supervisor), for
+graphs that do not use the package; ``test_prebuilt_multi_agent.py`` runs the real
+``create_supervisor`` and ``create_swarm``. The executor is the plan-and-execute
+tutorial's, scripted.
 """
 
 from __future__ import annotations
