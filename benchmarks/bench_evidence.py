@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
@@ -19,7 +19,7 @@ from agent_guards.evidence_resolve import (
 from agent_guards.graph import runnable
 from benchmarks._timing import median_us
 
-DAY0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+DAY0 = datetime(2024, 1, 1, tzinfo=UTC)
 SOURCES = ["official", "internal", "memory", "forum"]
 
 

@@ -5,7 +5,7 @@ Each module exposes ``run(quick: bool = False) -> list[dict]`` with rows
 so they compare like with like on whatever machine runs them. Results are also written
 to ``bench-results.json`` so two runs can be compared.
 
-Headline rows carry the issue's target beside each ratio ("<= 1.20", "0.80-1.20") and
+Headline rows carry the project's target beside each ratio ("<= 1.20", "0.80-1.20") and
 whether this run met it; ``--readme`` rewrites the README's benchmark table from them.
 Rows that carry a ``matrix`` dict (one per scenario and variant) are also printed as one
 table with a column per key, which ``--readme`` writes between the ``bench-matrix`` markers.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -35,9 +35,9 @@ def now_from_config(config: RunnableConfig | None = None) -> datetime:
     if callable(value):
         value = value()
     if value is None:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
     if is_number(value):
-        return datetime.fromtimestamp(float(value), tz=timezone.utc)
+        return datetime.fromtimestamp(float(value), tz=UTC)
     if isinstance(value, (str, date)):  # a datetime is a date too
         parsed = to_datetime(value, item=None, field=f"configurable.{CONFIG_NOW_KEY}")
         assert parsed is not None

@@ -8,9 +8,9 @@ Example:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
 __all__ = [
@@ -23,18 +23,6 @@ __all__ = [
     "Verdict",
     "parse_verdict",
 ]
-
-
-if sys.version_info >= (3, 11):
-    from enum import StrEnum
-else:  # pragma: no cover - exercised on Python 3.10 only
-    from enum import Enum
-
-    class StrEnum(str, Enum):
-        """Backport of :class:`enum.StrEnum` (values are their own ``str``)."""
-
-        def __str__(self) -> str:
-            return str(self.value)
 
 
 class Verdict(StrEnum):

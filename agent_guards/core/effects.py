@@ -23,9 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
-
-from agent_guards.core.decision import StrEnum
 
 __all__ = [
     "EFFECT_KEY",

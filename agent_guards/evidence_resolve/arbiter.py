@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from agent_guards.core.decision import Verdict
@@ -31,7 +31,7 @@ from agent_guards.evidence_resolve.timeline import Span
 
 __all__ = ["Arbiter", "Outcome"]
 
-_MIN = datetime.min.replace(tzinfo=timezone.utc)
+_MIN = datetime.min.replace(tzinfo=UTC)
 _CAUTION = {Verdict.ANSWER: 0, Verdict.ABSTAIN: 1, Verdict.CLARIFY: 2, Verdict.ESCALATE: 3}
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
 from agent_guards.core.errors import InvalidInputError
@@ -91,11 +91,11 @@ class Span:
         if isinstance(stored, str):
             year = int(stored[:4])
             if len(stored) == 4:
-                start = datetime(year, 1, 1, tzinfo=timezone.utc)
+                start = datetime(year, 1, 1, tzinfo=UTC)
                 return cls(start, start.replace(year=year + 1), "year")
             month = int(stored[5:7])
-            start = datetime(year, month, 1, tzinfo=timezone.utc)
-            nxt = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)
+            start = datetime(year, month, 1, tzinfo=UTC)
+            nxt = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
             return cls(start, nxt, "month")
         assert stored is not None  # a date value was given
         if stored.time() == datetime.min.time():

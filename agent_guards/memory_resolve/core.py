@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from agent_guards.core.decision import GuardDecision, Verdict
@@ -37,7 +37,7 @@ __all__ = ["GUARD", "coerce_record", "resolve_memory", "without_own_writes"]
 
 GUARD = "memory_resolve"
 _LONG_TERM = ("memory", "inferred")
-_MIN = datetime.min.replace(tzinfo=timezone.utc)
+_MIN = datetime.min.replace(tzinfo=UTC)
 
 
 def coerce_record(raw: Any) -> MemoryRecord:

@@ -1,4 +1,4 @@
-"""retry_router in compiled graphs, issue 13: untyped refusals, malformed artifacts in a
+"""retry_router in compiled graphs: untyped refusals, malformed artifacts in a
 parallel turn, string failures, Retry-After 0, the breaker's half-open trial, updates from
 two busy writers (threads and processes; SQLite and PostgreSQL), the real clock, the retry
 budget."""

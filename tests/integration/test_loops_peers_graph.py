@@ -1,4 +1,4 @@
-"""The issue's loop scenarios through a compiled graph and through create_agent, sync and
+"""The loop scenarios through a compiled graph and through create_agent, sync and
 async: content loops, conversation loops, cross-turn failure loops, condensation loops, a
 stuck sub-agent, loop recovery by cutting the history back (OpenHands'
 ``tests/unit/controller/test_agent_controller_loop_recovery.py``) and the LLM-judged check.

@@ -1,4 +1,4 @@
-"""Malformed structured output from the model never escapes graph.invoke (issue 15).
+"""Malformed structured output from the model never escapes graph.invoke.
 
 Each malformed plan or review gets one repair attempt with the validation error; a second
 malformed answer ends the run on a clarify outcome that says why, recorded as decisions,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -49,7 +49,7 @@ states = st.fixed_dictionaries(
         "started_at": st.just(T0),
     }
 )
-nows = st.floats(0, 120).map(lambda s: datetime.fromtimestamp(T0 + s, tz=timezone.utc))
+nows = st.floats(0, 120).map(lambda s: datetime.fromtimestamp(T0 + s, tz=UTC))
 
 
 @given(conditions, conditions, states, nows)
@@ -118,11 +118,11 @@ def test_truth_table(condition: StopCondition, usage: dict, reason: str | None) 
 def test_deadline_reads_the_run_clock() -> None:
     cond = Deadline(timedelta(seconds=30))
     s = state(started_at=T0)
-    assert cond(s, datetime.fromtimestamp(T0 + 29, tz=timezone.utc)) is None
-    tripped = cond(s, datetime.fromtimestamp(T0 + 31, tz=timezone.utc))
+    assert cond(s, datetime.fromtimestamp(T0 + 29, tz=UTC)) is None
+    tripped = cond(s, datetime.fromtimestamp(T0 + 31, tz=UTC))
     assert tripped is not None and tripped.reason == "max_seconds"
     assert cond(s, None) is None, "without a clock value the deadline cannot decide"
-    assert cond(state(), datetime.now(timezone.utc)) is None
+    assert cond(state(), datetime.now(UTC)) is None
 
 
 def test_budget_builds_one_condition() -> None:

@@ -1,4 +1,4 @@
-"""Who may supersede or override what: truth tables for evidence and memory (issue 15).
+"""Who may supersede or override what: truth tables for evidence and memory.
 
 The rule: a supersede, an override or an explicit instruction only takes effect from a
 source entitled to it: no less credible than what it replaces, in the caller's scope, and

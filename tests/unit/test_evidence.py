@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -303,7 +303,7 @@ def test_from_document_reads_metadata_and_defaults_value_to_content() -> None:
         ("injection",),
         " 42 ",
     )
-    assert e.effective_at == datetime(2025, 1, 2, tzinfo=timezone.utc)
+    assert e.effective_at == datetime(2025, 1, 2, tzinfo=UTC)
 
 
 def test_round_trip_to_dict() -> None:
@@ -328,7 +328,7 @@ def test_round_trip_to_dict() -> None:
             lambda: resolve_evidence([{"claim_key": "k", "value": "1"}]),
             "#0",
             "id",
-        ),  # named by its position (issue 15)
+        ),  # named by its position
         (lambda: ev("", "1"), None, "id"),
         (lambda: resolve_evidence([ev("a", "1"), ev("a", "2")]), "a", "id"),
         (lambda: ev("a", "1", updated_at="yesterday"), "a", "updated_at"),
@@ -352,7 +352,7 @@ def test_round_trip_to_dict() -> None:
             "a",
             "colour",
         ),
-        # an item with no id is named by its position (issue 15)
+        # an item with no id is named by its position
         (lambda: resolve_evidence([Document("x", metadata={"claim_key": "k"})]), "#0", "id"),
         (lambda: resolve_evidence([Document("x", id="d")]), "d", "claim_key"),
         (lambda: resolve_evidence([42]), "#0", "items"),
@@ -424,7 +424,7 @@ def test_default_normalizer(a: Any, b: Any, same: bool) -> None:
 # -- laws (hypothesis) ---------------------------------------------------------------------
 
 SOURCES = ["official", "internal", "memory", "forum", None]
-DAY0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+DAY0 = datetime(2024, 1, 1, tzinfo=UTC)
 # effective dates at every precision: a year, a month, a day, an instant
 PARTIAL_DATES = st.one_of(
     st.integers(2023, 2026).map(str),
@@ -525,8 +525,8 @@ def test_law_a_newer_more_authoritative_item_wins(items: list[Evidence], data: A
 @LAWS
 @given(items=evidence_lists(with_partitions=False))
 def test_law_superseding_everything_wins(items: list[Evidence]) -> None:
-    # from a source entitled to it: no less credible than anything it replaces (issue 15
-    # changed this law: an unsourced item used to win by saying it supersedes officials)
+    # from a source entitled to it: no less credible than anything it replaces (this
+    # law changed: an unsourced item used to win by saying it supersedes officials)
     ids = [e.id for e in items if e.claim_key == "k"]
     new = Evidence("new", "k", "fresh", supersedes=ids, updated_at=DAY0, source_type="official")
     v = resolve_evidence([*[e for e in items if e.claim_key == "k"], new], principal="hr")

@@ -27,7 +27,7 @@ def question(docs: list[tuple[str, str | None]], gold: str, as_of: str | None = 
     }
 
 
-# the failure: a year read as January 1 is "in force" too early
+# the failure: a year read as January 1 is "in force" too early
 TOO_EARLY = question([("Old", "2015-03-01"), ("New", "2019")], gold="Old", as_of="2019-02-01")
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import socket
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
 
@@ -101,7 +100,7 @@ def _validation_error() -> ValidationError:
 
 EXCEPTIONS: list[tuple[str, BaseException, FailureKind]] = [
     ("TimeoutError", TimeoutError("slow"), K.TRANSIENT),
-    ("asyncio.TimeoutError", asyncio.TimeoutError(), K.TRANSIENT),
+    ("asyncio.TimeoutError", TimeoutError(), K.TRANSIENT),
     ("socket.timeout", socket.timeout("slow"), K.TRANSIENT),  # noqa: UP041 - the alias libraries raise
     ("ConnectionResetError", ConnectionResetError("reset"), K.TRANSIENT),
     ("PermissionError", PermissionError("no"), K.PERMISSION),
@@ -203,10 +202,10 @@ def test_validation_field_errors() -> None:
         (
             {
                 "retry-after": format_datetime(
-                    datetime(2026, 1, 1, 0, 0, 30, tzinfo=timezone.utc), usegmt=True
+                    datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC), usegmt=True
                 )
             },
-            datetime(2026, 1, 1, tzinfo=timezone.utc),
+            datetime(2026, 1, 1, tzinfo=UTC),
             30.0,
         ),
         ({"retry-after": "Wed, 01 Jan 2026 00:00:30 GMT"}, None, None),

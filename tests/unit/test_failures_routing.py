@@ -1,4 +1,4 @@
-"""retry_router, issue 13: failures it mis-routed and the breaker's semantics, as truth tables.
+"""retry_router: failures it mis-routed and the breaker's semantics, as truth tables.
 
 Pure cores only (classification, routing, the breaker's fold, the retry budget on an
 InMemoryStore); the graph, middleware and multi-writer paths are in tests/integration.
@@ -7,7 +7,7 @@ InMemoryStore); the graph, middleware and multi-writer paths are in tests/integr
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
 
@@ -35,7 +35,7 @@ from agent_guards.retry_router import (
 )
 
 K = FailureKind
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 # 1. an untyped exception reads like the same text in an error ToolMessage -------------

@@ -1,5 +1,5 @@
 """scan_injection under obfuscation, in many languages, on benign look-alikes; the corpus
-targets; flags that carry from a tool result to its evidence (issue 15)."""
+targets; flags that carry from a tool result to its evidence."""
 
 from __future__ import annotations
 

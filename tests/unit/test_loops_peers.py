@@ -354,7 +354,7 @@ def test_gemini_a_tool_call_resets_content_tracking() -> None:
 
 
 def test_issue_example_one_reply_chanting() -> None:
-    """The issue's example: one reply saying the same sentence 15 times is a content loop;
+    """The example: one reply saying the same sentence 15 times is a content loop;
     the same text as three separate replies is stopped as before."""
     decision = detect_loop([user("task"), say("I will now mark the task as complete.\n" * 15)])
     assert (decision.verdict, decision.reason) == (Verdict.NUDGE, "content_loop")
@@ -560,7 +560,7 @@ def test_openhands_not_stuck() -> None:
 
 def test_openhands_monologue() -> None:
     """O: test_is_stuck_monologue (the same reply three times is stuck; after an
-    observation, two more are not). Agrees on both, and this is the issue's "reply streaks
+    observation, two more are not). Agrees on both, and this is the "reply streaks
     across tool results": a tool call and its result end the streak."""
     same = "I'm doing well, thanks for asking."
     history = [user("Hi there!"), say("Hi there!"), user("How are you?")]
@@ -576,7 +576,7 @@ def test_openhands_monologue() -> None:
 
 
 def test_issue_reply_streak_across_a_tool_result() -> None:
-    """The issue's case: two identical replies, a tool call and its result, the same reply
+    """The case: two identical replies, a tool call and its result, the same reply
     again: not a streak of three."""
     same = "Let me check the order status."
     history = [
@@ -645,7 +645,7 @@ def test_openhands_delegate_stuck() -> None:
     assert detect_loop(later).verdict is Verdict.CONTINUE, "a new turn starts afresh"
 
 
-# -- the issue's cross-turn scenarios ---------------------------------------------------------
+# -- cross-turn scenarios ---------------------------------------------------------
 
 
 def pay(card: str, extra: dict[str, Any] | None = None) -> list[Any]:
@@ -654,7 +654,7 @@ def pay(card: str, extra: dict[str, Any] | None = None) -> list[Any]:
 
 
 def test_issue_failure_loop_across_user_turns() -> None:
-    """The issue's cross-turn failure loop: a payment update failing "balance is not enough"
+    """The cross-turn failure loop: a payment update failing "balance is not enough"
     four times over four user turns, some attempts identical, some not: stopped at the
     4th (nudged at the 3rd), although each user message starts a fresh count of repeats."""
     history: list[Any] = []
@@ -706,7 +706,7 @@ def test_failure_loop_needs_the_same_failure_and_near_identical_args() -> None:
 
 
 def test_issue_conversation_loop() -> None:
-    """The issue's conversation loop: the assistant asking for the same details turn after
+    """The conversation loop: the assistant asking for the same details turn after
     turn, without calling a tool (more room across user turns: nudged at the 3rd, stopped
     at the 4th)."""
     ask = "Could you please provide your user ID and the reservation ID?"
@@ -729,7 +729,7 @@ def test_a_held_refusal_is_no_conversation_loop() -> None:
 
 
 def test_issue_non_consecutive_repeats() -> None:
-    """The issue's case: A,B,A,B,C,A,B,A,B used to stop at call 6; a new result in between
+    """The case: A,B,A,B,C,A,B,A,B used to stop at call 6; a new result in between
     now starts the count again, and a write in between does so too."""
     a, b = ("t", {"id": "a"}, "A"), ("t", {"id": "b"}, "B")
     out = verdicts([a, b, a, b, ("t", {"id": "c"}, "C"), a, b, a, b])

@@ -7,7 +7,7 @@ import math
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -140,7 +140,7 @@ def test_write_back_builds_a_supersede_chain(
         assert (new.persist, new.value, new.created) == (
             False,
             "markdown",
-            datetime(2026, 4, 1, tzinfo=timezone.utc),
+            datetime(2026, 4, 1, tzinfo=UTC),
         )
         # nothing is deleted: replaying the writes over the old records resolves to the new one
         after = resolve_memory([*v.writes], now=NOW, scopes=[U])
@@ -174,7 +174,7 @@ def test_facts_property_and_format() -> None:
             lambda: resolve_memory([{"key": "k", "value": 1}], now=NOW),
             "#0",
             "id",
-        ),  # named by its position (issue 15)
+        ),  # named by its position
         (lambda: resolve_memory([rec("a", 1), rec("a", 2)], now=NOW), "a", "id"),
         (lambda: rec("a", 1, created_at="last week"), "a", "created_at"),
         (lambda: rec("a", 1, valid_until="2026-02-30"), "a", "valid_until"),
@@ -251,7 +251,7 @@ def test_source_ranks_are_configurable() -> None:
 
 # -- laws ------------------------------------------------------------------------------------
 
-DAY0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+DAY0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @st.composite

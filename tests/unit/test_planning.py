@@ -290,7 +290,7 @@ def test_decision_data_carries_the_evidence_for_the_verdict() -> None:
             [{"version": 1, "steps": [{"id": "a", "cost": 3}]}], {}, "a", "cost", id="unknown-key"
         ),
         pytest.param(
-            # named by the version and the step's position (issue 15)
+            # named by the version and the step's position
             [{"version": 1, "steps": [{"description": "x"}]}],
             {},
             "v1 step #0",
