@@ -60,7 +60,7 @@ from agent_guards.context_guard.verdict import with_summary_text
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import safe_str
-from agent_guards.core.state import GuardState
+from agent_guards.core.state import GuardState, StateKeys
 from agent_guards.graph import graph_store, guarded, invalid_input, runnable, stamp, state_value
 
 __all__ = [
@@ -111,6 +111,7 @@ def create_context_guard(
     messages_key: str = "messages",
     tally_key: str | None = "context_tally",
     name: str = GUARD,
+    keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, Any]:
     """A node to run before the model node: fit ``messages`` into ``max_tokens``.
 
@@ -136,6 +137,8 @@ def create_context_guard(
             it), so each fit counts only the messages appended since the last one; None (or
             a state without the key) counts the whole history every time.
         name: The node's name.
+        keys: Where the graph keeps ``guard_log`` when it has a field of that name of its
+            own (:class:`~agent_guards.core.StateKeys`).
 
     Bad runtime input (an unknown pinned id, pinned content larger than the budget) is
     recorded as a STOP decision with reason ``invalid_input`` and the messages are left as
@@ -169,7 +172,7 @@ def create_context_guard(
         messages_key=messages_key,
         tally_key=tally_key,
     )
-    return runnable(name, guard.node, guard.anode)
+    return runnable(name, guard.node, guard.anode, keys=keys)
 
 
 def context_guard_node(

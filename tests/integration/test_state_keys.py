@@ -206,3 +206,24 @@ def test_a_create_agent_state_with_its_own_usage_is_refused_before_anything_runs
         with pytest.raises(ValueError, match=r"'usage' holds a int value.*rename your field"):
             agent.invoke({"messages": [("user", "hi")], "usage": 3})
         assert model.calls == [] and EXECUTED == []
+
+
+def test_context_guard_and_memory_resolve_write_the_renamed_log() -> None:
+    from langchain_core.messages import HumanMessage
+
+    from agent_guards import create_context_guard, create_memory_resolve
+
+    class ContextUser(UserState):
+        context_pins: Any
+        context_tally: Any
+
+    builder = StateGraph(ContextUser)
+    builder.add_node("fit", create_context_guard(1000, keys=KEYS))
+    builder.add_node("memory", create_memory_resolve(keys=KEYS))
+    builder.add_edge(START, "fit")
+    builder.add_edge("fit", "memory")
+    out = builder.compile().invoke(
+        {"messages": [HumanMessage("hi", id="h")], "usage": 0, "guard_log": ["mine"]}
+    )
+    assert [d.guard for d in out["guard_decisions"]] == ["context_guard", "memory_resolve"]
+    assert out["guard_log"] == ["mine"]
