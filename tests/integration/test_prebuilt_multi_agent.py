@@ -26,6 +26,7 @@ from agent_guards.prebuilt import (
 )
 from agent_guards.testing import ScriptedChatModel, tool_call_message
 from agent_guards.tool_guard import annotate_tool
+from tests.integration.test_prebuilt_react import _unanswered
 
 
 def _again(name: str, args: dict[str, Any]) -> Any:
@@ -56,17 +57,6 @@ def _tools(log: dict[str, int]) -> dict[str, Any]:
         "add": annotate_tool(add, read_only=True),
         "pay": pay,
     }
-
-
-def _unanswered(messages: list[Any]) -> list[str]:
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    return [
-        c["id"]
-        for m in messages
-        if isinstance(m, AIMessage)
-        for c in m.tool_calls
-        if c["id"] not in answered
-    ]
 
 
 def _reasons(out: dict[str, Any]) -> list[tuple[str, str, str]]:
