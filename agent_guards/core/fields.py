@@ -286,6 +286,27 @@ def checked_items(items: Any, *, field: str) -> Iterable[Any]:
     return items
 
 
+def named(build: Any, raw: Any, item: str, *, field: str | None = None) -> Any:
+    """``build(raw)``; an ``InvalidInputError`` that names no item is raised again naming
+    ``item`` (a position such as ``memory_facts[2]`` when the item has no readable id), and
+    ``field`` when it names no field either.
+
+    Example:
+        >>> def parse(raw):
+        ...     raise InvalidInputError("must be a string", field="id")
+        >>> named(parse, 7, "steps[3]")
+        Traceback (most recent call last):
+        ...
+        agent_guards.core.errors.InvalidInputError: item 'steps[3]' field 'id': must be a string
+    """
+    try:
+        return build(raw)
+    except InvalidInputError as err:
+        if err.item is not None:
+            raise
+        raise InvalidInputError(err.problem, item=item, field=err.field or field) from None
+
+
 def at_position(build: Any, raw: Any, position: int, *, field: str = "items") -> Any:
     """``build(raw)``; an error about an item with no readable id names its position (``#3``).
 
@@ -293,12 +314,9 @@ def at_position(build: Any, raw: Any, position: int, *, field: str = "items") ->
     while it is read (an object whose ``__str__`` raises, say) becomes one.
     """
     try:
-        return build(raw)
-    except InvalidInputError as err:
-        if err.item is not None:
-            raise
-        item = f"#{position}"
-        raise InvalidInputError(err.problem, item=item, field=err.field or field) from None
+        return named(build, raw, f"#{position}", field=field)
+    except InvalidInputError:
+        raise
     except (TypeError, ValueError, OverflowError, RecursionError, AttributeError) as err:
         problem = f"cannot be read: {type(err).__name__}"
         raise InvalidInputError(problem, item=f"#{position}", field=field) from None

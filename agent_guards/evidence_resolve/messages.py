@@ -9,6 +9,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.fields import named
 from agent_guards.core.signatures import safe_str
 from agent_guards.evidence_resolve.core import coerce_evidence
 from agent_guards.evidence_resolve.model import Evidence
@@ -98,12 +99,7 @@ def evidence_from_messages(messages: Iterable[BaseMessage]) -> list[Evidence]:
         if isinstance(artifact, Mapping):
             artifact = artifact.get("evidence")
         if isinstance(artifact, (list, tuple)):
+            source = message.tool_call_id or f"messages[{i}]"
             for j, item in enumerate(artifact):
-                try:
-                    found.append(coerce_evidence(item))
-                except InvalidInputError as err:
-                    if err.item is not None:
-                        raise
-                    where = f"{message.tool_call_id or f'messages[{i}]'}.artifact[{j}]"
-                    raise InvalidInputError(err.problem, item=where, field=err.field) from err
+                found.append(named(coerce_evidence, item, f"{source}.artifact[{j}]"))
     return found

@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from agent_guards.core.clock import now_from_config
 from agent_guards.core.decision import Verdict
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.fields import shown, to_identities
+from agent_guards.core.fields import named, shown, to_identities
 from agent_guards.core.signatures import safe_str
 from agent_guards.graph import LOG_KEY, graph_store, invalid_input, stamp, state_value
 from agent_guards.memory_resolve.core import (
@@ -68,12 +68,7 @@ def _each(items: Any, field: str, convert: Callable[[Any], MemoryRecord]) -> lis
         raise InvalidInputError(f"must be a list, got {type(items).__name__}", field=field)
     out: list[MemoryRecord] = []
     for i, item in enumerate(items):
-        try:
-            out.append(convert(item))
-        except InvalidInputError as err:
-            if err.item is not None:
-                raise
-            raise InvalidInputError(err.problem, item=f"{field}[{i}]", field=err.field) from err
+        out.append(named(convert, item, f"{field}[{i}]"))
     return out
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.fields import from_mapping, shown
+from agent_guards.core.fields import from_mapping, named, shown
 from agent_guards.planner_gate.checks import check_strs, check_text
 
 __all__ = ["Goal", "missing_constraints"]
@@ -83,12 +84,8 @@ class Goal:
         if isinstance(goal, cls):
             return goal
         if isinstance(goal, Mapping):
-            try:
-                return from_mapping(cls, goal, key="intent")  # type: ignore[no-any-return]
-            except InvalidInputError as err:
-                if err.item is not None:
-                    raise
-                raise InvalidInputError(err.problem, item="goal", field=err.field) from err
+            parse = partial(from_mapping, cls, key="intent")
+            return named(parse, goal, "goal")  # type: ignore[no-any-return]
         raise InvalidInputError(
             f"must be a Goal or a mapping, got {type(goal).__name__}", item="goal", field="goal"
         )

@@ -27,7 +27,7 @@ from enum import StrEnum
 from typing import Any
 
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.fields import from_mapping, shown
+from agent_guards.core.fields import from_mapping, named, shown
 from agent_guards.planner_gate.checks import (
     check_count,
     check_enum,
@@ -215,13 +215,7 @@ class PlanStep:
 
 def _step_at(data: Any, position: int, version: str) -> PlanStep:
     """One step of a version; an error about a step with no readable id names its position."""
-    try:
-        return PlanStep.from_dict(data)
-    except InvalidInputError as err:
-        if err.item is not None:
-            raise
-        where = f"{version} step #{position}"
-        raise InvalidInputError(err.problem, item=where, field=err.field or "steps") from None
+    return named(PlanStep.from_dict, data, f"{version} step #{position}", field="steps")  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
