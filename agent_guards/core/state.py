@@ -26,6 +26,7 @@ __all__ = [
     "Usage",
     "add_count",
     "keep_last",
+    "merge_ledger",
     "merge_usage",
 ]
 
@@ -154,6 +155,35 @@ def add_count(current: int | None, update: Any) -> int:
     return base + update
 
 
+def merge_ledger(
+    current: Mapping[str, Any] | None, update: Mapping[str, Any] | None
+) -> dict[str, dict[str, Any]]:
+    """Reducer for the run ledger kept in state: entries by key, the later write wins.
+
+    A tool call's execution is one entry (``<call id>#<n>``); its intent and its outcome
+    are two writes of that entry, and parallel calls write different keys, so merging
+    never loses an execution. As with :func:`merge_usage`, a malformed write (not a
+    mapping of names to mappings) is dropped and logged instead of raising.
+
+    >>> merge_ledger({"c1#1": {"status": "started"}}, {"c1#1": {"status": "done"}})
+    {'c1#1': {'status': 'done'}}
+    >>> merge_ledger({"c1#1": {"status": "done"}}, {"c2#1": "junk"})  # dropped, and logged
+    {'c1#1': {'status': 'done'}}
+    """
+    out: dict[str, dict[str, Any]] = dict(current) if isinstance(current, Mapping) else {}
+    if update is None:
+        return out
+    if not isinstance(update, Mapping):
+        _LOG.warning("ledger write dropped: must map keys to entries, got %s", shown(update))
+        return out
+    for key, entry in update.items():
+        if isinstance(key, str) and isinstance(entry, Mapping):
+            out[key] = dict(entry)
+        else:
+            _LOG.warning("ledger write dropped: entry %s must be a mapping", shown(key))
+    return out
+
+
 def _finite(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -178,14 +208,17 @@ class GuardState(TypedDict, total=False):
 
     guard_log: Annotated[list[GuardDecision], keep_last(DEFAULT_LOG_SIZE)]
     usage: Annotated[Usage, merge_usage]
+    run_ledger: Annotated[dict[str, dict[str, Any]], merge_ledger]
+    """The run ledger, when a ``ToolCallGuard(ledger=...)`` runs without a store."""
 
 
 _IDENTIFIER = "a Python identifier"
+_NAMES = ("log", "usage", "ledger")
 
 
 @dataclass(frozen=True)
 class StateKeys:
-    """Where the guards keep their two channels in your state: ``log`` and ``usage``.
+    """Where the guards keep their channels in your state: ``log``, ``usage``, ``ledger``.
 
     The guards write their decisions to ``guard_log`` and their counters to ``usage``. When
     your state already has a field of that name for something else (a ``usage`` of your
@@ -210,20 +243,27 @@ class StateKeys:
 
     log: str = "guard_log"
     usage: str = "usage"
+    ledger: str = "run_ledger"
+    """The run ledger of a ``ToolCallGuard`` used without a store (else unused)."""
 
     def __post_init__(self) -> None:
-        for name in ("log", "usage"):
+        for name in _NAMES:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.isidentifier():
                 raise ValueError(f"StateKeys.{name} must be {_IDENTIFIER}, got {value!r}")
-        if self.log == self.usage:
-            raise ValueError(f"StateKeys.log and StateKeys.usage must differ, got {self.log!r}")
+        if len({yours for _, yours in self.pairs}) < len(_NAMES):
+            given = ", ".join(f"{name}={getattr(self, name)!r}" for name in _NAMES)
+            raise ValueError(f"StateKeys names must differ, got {given}")
+
+    @property
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """``(the guards' name, yours)`` for each channel."""
+        return (("guard_log", self.log), ("usage", self.usage), ("run_ledger", self.ledger))
 
     @property
     def renamed(self) -> tuple[tuple[str, str], ...]:
         """``(the guards' name, yours)`` for each channel with a name of its own."""
-        pairs = (("guard_log", self.log), ("usage", self.usage))
-        return tuple((ours, yours) for ours, yours in pairs if ours != yours)
+        return tuple((ours, yours) for ours, yours in self.pairs if ours != yours)
 
     def inbound(self, state: Any) -> Any:
         """``state`` as the guards read it: your channels under the guards' names."""
@@ -258,18 +298,20 @@ class StateKeys:
         must not stop the thread.
         """
         usage, log = _field(state, self.usage), _field(state, self.log)
+        ledger = _field(state, self.ledger)
         if usage is not None and not isinstance(usage, Mapping):
             return f"{self.usage!r} holds a {type(usage).__name__} value, not the guards' counters"
         if log is not None and not isinstance(log, (list, tuple)):
             return f"{self.log!r} holds a {type(log).__name__} value, not the guards' decisions"
+        if ledger is not None and not isinstance(ledger, Mapping):
+            return f"{self.ledger!r} holds a {type(ledger).__name__} value, not the run ledger"
         return None
 
     def schema(self) -> type:
         """The state mixin with the guard channels under these names (``GuardState``)."""
         if not self.renamed:
             return GuardState
-        fields = {self.log: GuardState.__annotations__["guard_log"],
-                  self.usage: GuardState.__annotations__["usage"]}  # fmt: skip
+        fields = {yours: GuardState.__annotations__[ours] for ours, yours in self.pairs}
         return TypedDict("GuardStateKeys", fields, total=False)  # type: ignore[operator, no-any-return]
 
 

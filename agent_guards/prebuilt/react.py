@@ -79,11 +79,12 @@ _LOG = keep_last(DEFAULT_LOG_SIZE)
 
 
 class GuardedReactState(GuardState, total=False):
-    """``create_react_agent`` state with the guard channels (``guard_log``, ``usage``).
+    """``create_react_agent`` state with the guard channels (``guard_log``, ``usage``, and
+    ``run_ledger`` for a ledger kept without a store).
 
     Example:
         >>> sorted(GuardedReactState.__annotations__)
-        ['guard_log', 'messages', 'remaining_steps', 'usage']
+        ['guard_log', 'messages', 'remaining_steps', 'run_ledger', 'usage']
     """
 
     messages: Required[Annotated[Sequence[AnyMessage], add_messages]]

@@ -102,7 +102,7 @@ class RetryState(GuardState, total=False):
     Example:
         >>> from agent_guards import RetryState
         >>> sorted(RetryState.__annotations__)
-        ['guard_log', 'messages', 'usage']
+        ['guard_log', 'messages', 'run_ledger', 'usage']
         >>> builder = StateGraph(RetryState)
         >>> _ = builder.add_node("tools", lambda s: {"usage": {"tool_calls": 2}})
         >>> graph = builder.set_entry_point("tools").compile()

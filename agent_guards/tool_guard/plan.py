@@ -49,6 +49,9 @@ class Plan:
     counted: bool = False
     """A reuse that answers with an execution this history has not counted yet: it ran in a
     lost checkpoint, on another branch, or in another worker (``usage`` counts it once)."""
+    ledger: tuple[Any, str] | None = None
+    """Where the call's run-ledger entries live, ``(store, thread id)``, as planned: the
+    graph's store, or the view of the ledger kept in state whose writes the call returns."""
 
 
 def _latest_ai(messages: Sequence[Any]) -> tuple[int, AIMessage | None]:

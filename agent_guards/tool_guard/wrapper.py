@@ -49,6 +49,7 @@ from agent_guards.tool_guard.plan import (
     plan_call,
     retry_signature,
 )
+from agent_guards.tool_guard.state_ledger import StateLedger
 
 if TYPE_CHECKING:
     from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -73,6 +74,8 @@ class Outcome:
     executions: int
     route: str | None = None
     delay: float | None = None
+    ledger: Mapping[str, Any] = field(default_factory=dict)
+    """The entries written to the run ledger kept in state (empty with a store)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,7 +122,9 @@ class ToolCallGuard:
     """Record every execution's intent and outcome in the graph's store (per thread): a call
     whose outcome is recorded is answered from it instead of running again (reads may run
     again), a write that started but never reported back is reconciled or escalated, and
-    the tool budget counts the ledger's executions, so forks and resumes share one account."""
+    the tool budget counts the ledger's executions, so forks and resumes share one account.
+    Without a store the ledger is kept in the state's ``run_ledger`` channel
+    (:mod:`~agent_guards.tool_guard.state_ledger` says what that cannot promise)."""
     budget: Budget | None = None
     """The thread's budget; ``max_tool_calls`` is checked per call, before each execution,
     so a turn asking for more calls than remain runs only what is left and every other
@@ -274,7 +279,9 @@ class ToolCallGuard:
                 )
             decisions.append(decision)
             route, delay = decision.data.get("route"), decision.data.get("delay")
-        return Outcome(result, failure, tuple(decisions), executions, route, delay)
+        view = plan.ledger[0] if plan.ledger is not None else None
+        written = dict(view.writes) if isinstance(view, StateLedger) else {}
+        return Outcome(result, failure, tuple(decisions), executions, route, delay, written)
 
     def finish(self, request: ToolCallRequest, outcome: Outcome) -> Any:
         """What the wrapper returns: the message, plus ``guard_log`` / ``usage`` updates."""
@@ -284,6 +291,8 @@ class ToolCallGuard:
             update[self.keys.log] = [_node.stamp(d, config) for d in outcome.decisions]
         if self.count_usage and outcome.executions:
             update[self.keys.usage] = {"tool_calls": outcome.executions}
+        if outcome.ledger:
+            update[self.keys.ledger] = dict(outcome.ledger)
         result = outcome.result
         if isinstance(result, Command):
             if update and isinstance(result.update, dict) and not set(update) & set(result.update):
@@ -354,9 +363,10 @@ class ToolCallGuard:
             return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             self.sleep(plan.delay)
-        started = self._claim(request, plan, self._ledger_at(request))
+        plan, where = self._where(request, plan)
+        started = self._claim(request, plan, where)
         if isinstance(started, Plan):  # the ledger knows this call: answered, not run
-            return self._answered(request, started)
+            return self._answered(request, replace(started, ledger=where))
         late = self._late(request, plan, started)
         try:
             done = run_within(execute, request, self._time_limit(request), late)
@@ -366,7 +376,7 @@ class ToolCallGuard:
         except Exception as err:
             (result, failure), extra = self._exception(request, err, plan), []
         if not _timed_out(failure):  # else the late finish records it (or it stays open)
-            self._ledger_finish(request, result, failure, started)
+            self._ledger_finish(request, result, failure, started, where)
         if self.breaker is not None and self._record(request, failure):
             self.breaker.record(self._store(request), tool, ok=failure is None)
         return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra)
@@ -387,9 +397,10 @@ class ToolCallGuard:
             return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             await self.asleep(plan.delay)
-        started = await self._off_loop(self._claim, request, plan, self._ledger_at(request))
+        plan, where = self._where(request, plan)
+        started = await self._off_loop(self._claim, request, plan, where)
         if isinstance(started, Plan):  # the ledger knows this call: answered, not run
-            return self._answered(request, started)
+            return self._answered(request, replace(started, ledger=where))
         try:
             done = await arun_within(execute, request, self._time_limit(request))
             result, failure, extra = self._after(request, done, plan)
@@ -398,7 +409,7 @@ class ToolCallGuard:
         except Exception as err:
             (result, failure), extra = self._exception(request, err, plan), []
         if not _timed_out(failure):  # cancelled at the limit: what it did is unknown
-            await self._off_loop(self._ledger_finish, request, result, failure, started)
+            await self._off_loop(self._ledger_finish, request, result, failure, started, where)
         if self.breaker is not None and self._record(request, failure):
             await self.breaker.arecord(self._store(request), tool, ok=failure is None)
         return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra)
@@ -417,8 +428,8 @@ class ToolCallGuard:
     ) -> Callable[[Future[Any]], None] | None:
         """What to do when a sync tool past its limit finishes after all: record its
         outcome in the ledger (the entry was left open), so a reconcile finds it."""
-        if started is None or self.ledger is None:
-            return None
+        if started is None or plan.ledger is None or isinstance(plan.ledger[0], StateLedger):
+            return None  # in state, the entry the step returns stays started
 
         def record(future: Future[Any]) -> None:
             try:
@@ -429,7 +440,7 @@ class ToolCallGuard:
                 except Exception:  # no retry policy: the error itself
                     result, failure = str(err), _LATE_FAILURE
             try:
-                self._ledger_finish(request, result, failure, started)
+                self._ledger_finish(request, result, failure, started, plan.ledger)
             except Exception:  # a worker thread: nothing may escape it
                 _LOG.exception("recording a late tool outcome failed")
 
@@ -460,10 +471,11 @@ class ToolCallGuard:
         cancel = (config.get("configurable") or {}).get(CANCEL_KEY)
         if cancel:
             return cancelled(request.tool_call, str(cancel), replace_id=plan.replace_id)
+        where = self._ledger_at(request)
+        plan = replace(plan, ledger=where)
         limit = self.budget.max_tool_calls if self.budget is not None else None
         if limit is None:
             return plan
-        where = self._ledger_at(request)
         extra, why = grant(config)
         spent = self.ledger.executions(*where) if self.ledger and where else 0
         refused = over_budget(
@@ -476,7 +488,8 @@ class ToolCallGuard:
         )
         if refused is not None:  # unless it already ran: then its outcome costs nothing
             known = self._recorded(request, plan, *where) if where is not None else None
-            return known if known is not None and known.kind == "reuse" else refused
+            answer = known if known is not None and known.kind == "reuse" else refused
+            return replace(answer, ledger=where)
         if extra and over_budget(
             request, plan, limit, messages_key=self.messages_key, spent=spent,
             usage_key=self.keys.usage,
@@ -489,12 +502,29 @@ class ToolCallGuard:
     # the run ledger ----------------------------------------------------------------------
 
     def _ledger_at(self, request: ToolCallRequest) -> tuple[BaseStore, str] | None:
-        """(store, thread id) when the ledger is on and the run has a thread."""
+        """(store, thread id) when the ledger is on: the graph's store when the run has a
+        thread, else a view of the ledger kept in state (whose writes the call returns)."""
         if self.ledger is None:
             return None
         config = getattr(request.runtime, "config", None) or {}
         thread = (config.get("configurable") or {}).get("thread_id")
-        return (self._store(request, "ledger"), str(thread)) if thread is not None else None
+        store = self.store or getattr(request.runtime, "store", None)
+        if store is not None:
+            return (store, str(thread)) if thread is not None else None
+        entries = _node.state_value(request.state, self.keys.ledger)
+        if entries is None:  # an unwritten channel reads as {}: this state has none
+            raise ValueError(
+                f"ToolCallGuard.ledger without a store keeps the ledger in state, and the "
+                f"state has no {self.keys.ledger!r} channel: subclass GuardState (or "
+                f"keys.schema()), or compile the graph with store=..."
+            )
+        return StateLedger(entries), "state" if thread is None else str(thread)
+
+    def _where(self, request: ToolCallRequest, plan: Plan) -> tuple[Plan, Any]:
+        """The plan with the ledger it was planned on (one read of the state per call)."""
+        if plan.ledger is None and self.ledger is not None:
+            plan = replace(plan, ledger=self._ledger_at(request))
+        return plan, plan.ledger
 
     def _recorded(
         self, request: ToolCallRequest, plan: Plan, store: BaseStore, thread: str
@@ -627,9 +657,9 @@ class ToolCallGuard:
         result: Any,
         failure: Failure | None,
         started: dict[str, Any] | None,
+        where: tuple[BaseStore, str] | None,
     ) -> None:
         """Record the outcome after the tool ran."""
-        where = self._ledger_at(request)
         if where is None or self.ledger is None or started is None:
             return
         message = result if isinstance(result, ToolMessage) else None

@@ -205,13 +205,6 @@ def test_forks_of_a_spent_thread_execute_nothing_more_without_a_grant() -> None:
     assert ("continue", "granted") in [(d.verdict.value, d.reason) for d in out["guard_log"]]
 
 
-def test_the_ledger_needs_a_store_and_says_so() -> None:
-    world = World()
-    graph = build(replies(("get_balance", {})), world, InMemorySaver(), None)
-    with pytest.raises(ValueError, match=r"ToolCallGuard\.ledger needs a BaseStore"):
-        graph.invoke({"messages": [HumanMessage("balance?")]}, CFG)
-
-
 def test_a_bad_namespace_is_refused() -> None:
     with pytest.raises(ValueError, match="labels without dots"):
         RunLedger(namespace=("agent.guards",))

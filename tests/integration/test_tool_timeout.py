@@ -108,6 +108,17 @@ def test_a_blocking_write_is_not_retried_and_its_late_outcome_is_recorded() -> N
     assert entry["status"] == "done" and entry["content"] == "moved 30"
 
 
+def test_without_a_store_a_write_past_its_limit_stays_started_in_state() -> None:
+    guard = ToolCallGuard(timeout={"slow_transfer": 0.05}, ledger=RunLedger(), sleep=lambda s: None)
+    app = graph([call("slow_transfer", {"amount": 30}), AIMessage("checking")], guard)
+    out = app.invoke({"messages": [("user", "move 30")]})
+    assert STARTED == ["transfer 30"]
+    entry = out["run_ledger"]["c1#1"]
+    # slow_transfer declares nothing: unknown, a possible write
+    assert (entry["effect"], entry["status"]) == ("unknown", "started")
+    assert out["usage"]["tool_calls"] == 1  # counted: it may have run
+
+
 def test_an_async_tool_is_cancelled_at_its_limit() -> None:
     cancelled: list[bool] = []
 

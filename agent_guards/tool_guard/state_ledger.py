@@ -1,0 +1,83 @@
+"""The run ledger without a store: kept in a state channel, read and written as a store.
+
+A graph compiled without a ``BaseStore`` can still keep the ledger, in the ``run_ledger``
+channel of its state (:class:`~agent_guards.core.GuardState`). The tool node reads the
+entries its step started from and returns what it wrote as part of its update; the
+channel's reducer (:func:`~agent_guards.core.state.merge_ledger`) merges them by key. This
+view lets :class:`~agent_guards.tool_guard.RunLedger` run unchanged on top of that.
+
+What state can and cannot keep, compared with a store:
+
+- it keeps the record of every execution (intent, outcome, effect, attempts, digest), the
+  per-call budget check against it, and a write that never reported back in the step that
+  ran it (a time limit) stays ``started``, so a retry of that call is reconciled, not re-run;
+- a node's update lands when the step ends, so an intent is not on record *before* the
+  tool runs: a crash inside the tool node loses that step's entries with its messages;
+- the channel is part of the checkpoint, so a fork from an earlier checkpoint gets the
+  ledger (and the budget) of that checkpoint back, and two workers share nothing.
+
+Those three are what a store gives; the docs say when to compile with one.
+
+Example:
+    >>> from agent_guards.tool_guard import RunLedger
+    >>> view = StateLedger({"c1#1": {"call_id": "c1", "status": "done", "executions": 1}})
+    >>> ledger = RunLedger()
+    >>> ledger.executions(view, "thread"), ledger.entry(view, "thread", "c1")["status"]
+    (1, 'done')
+    >>> _ = ledger.start(view, "thread", "c2", tool="pay", signature="s", effect="write")
+    >>> sorted(view.writes), view.writes["c2#1"]["status"]
+    (['c2#1'], 'started')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, SearchItem, SearchOp
+
+__all__ = ["StateLedger"]
+
+_EPOCH = datetime.fromtimestamp(0, UTC)  # entries carry their own times (``started_at``)
+
+
+class StateLedger(BaseStore):
+    """One thread's ledger entries from state, with the writes made through it kept apart.
+
+    ``entries`` is the ``run_ledger`` channel as the step read it (never modified);
+    ``writes`` is what to return in the node's update. Namespaces are ignored: the state
+    holds one thread's ledger. Only what the ledger uses is served: get, put and search
+    without a query or filter.
+    """
+
+    def __init__(self, entries: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self.entries: Mapping[str, Mapping[str, Any]] = entries or {}
+        self.writes: dict[str, dict[str, Any]] = {}
+
+    def _value(self, key: str) -> Mapping[str, Any] | None:
+        return self.writes[key] if key in self.writes else self.entries.get(key)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return [self._run(op) for op in ops]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return self.batch(ops)
+
+    def _run(self, op: Op) -> Result:
+        if isinstance(op, GetOp):
+            value = self._value(op.key)
+            if value is None:
+                return None
+            return Item(value=dict(value), key=op.key, namespace=op.namespace,
+                        created_at=_EPOCH, updated_at=_EPOCH)  # fmt: skip
+        if isinstance(op, PutOp) and op.value is not None:
+            self.writes[op.key] = dict(op.value)
+            return None
+        if isinstance(op, SearchOp) and op.query is None and not op.filter:
+            keys = sorted({*self.entries, *self.writes})[op.offset : op.offset + op.limit]
+            return [
+                SearchItem(op.namespace_prefix, key, dict(self._value(key) or {}), _EPOCH, _EPOCH)
+                for key in keys
+            ]
+        raise NotImplementedError(f"the run ledger kept in state does not serve {op!r}")
