@@ -23,7 +23,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from agent_guards.context_guard.model import ArchiveRecord, ContextBudgetError, ContextVerdict
+from agent_guards.context_guard.model import (
+    ArchiveRecord,
+    ContextBudgetError,
+    ContextVerdict,
+    later,
+)
 from agent_guards.context_guard.policy import MARKER, ContextPolicy
 from agent_guards.context_guard.steps import (
     DEFAULT_COUNTER,
@@ -45,6 +50,7 @@ from agent_guards.context_guard.summary import marker, outline_summary, render_h
 from agent_guards.context_guard.tally import (
     STALE_USAGE,
     VERSION,
+    Labels,
     Tally,
     basis_of,
     biggest_tool_result,
@@ -159,7 +165,7 @@ def fit_context(
         raise InvalidInputError(
             f"expected a list of messages, got {type(messages).__name__}", field="messages"
         )
-    msgs: list[BaseMessage] = messages if isinstance(messages, list) else list(messages)
+    msgs = messages if isinstance(messages, (list, tuple)) else list(messages)
     reserve = pol.reserve_for(max_tokens)
     if max_tokens - reserve < 1:
         raise InvalidInputError(
@@ -176,7 +182,7 @@ def fit_context(
         fast = _incremental(msgs, tally, start, pin_items(pinned), b)
         if fast is not None:
             return fast
-    return _full(msgs, pinned, b)
+    return _full(msgs if isinstance(msgs, list) else list(msgs), pinned, b)
 
 
 def _read_counts(count: Counter, msgs: Sequence[BaseMessage], start: int = 0) -> list[int]:
@@ -299,7 +305,9 @@ def _tally_of(
     """The tally of the fitted messages, the next call's history (None without an id)."""
     if not out or not out[-1].id:
         return None
-    remember_labels(out, head, tuple(m.id or f"#{i}" for i, m in enumerate(out) if i >= head))
+    remember_labels(
+        out, head, Labels(tuple(m.id or f"#{i}" for i, m in enumerate(out) if i >= head))
+    )
     return {
         "v": VERSION,
         "basis": b.basis,
@@ -315,7 +323,7 @@ def _tally_of(
 
 
 def _incremental(
-    msgs: list[BaseMessage], t: Mapping[str, Any], n: int, items: list[Any], b: _Budget
+    msgs: Sequence[BaseMessage], t: Mapping[str, Any], n: int, items: list[Any], b: _Budget
 ) -> ContextVerdict | None:
     """The fit from ``t`` and the messages after it, when nothing before them must change;
     None when the whole history has to be looked at (the full path decides the same)."""
@@ -348,10 +356,12 @@ def _incremental(
     tokens = scaled_total(raw_out, scale) + b.tool_tokens
     if tokens >= pol.compress_ratio * b.budget or tokens > b.budget:
         return None
+    # nothing before the tally's end changes, so neither the history nor its labels are
+    # copied here (a fit that replaces new messages copies both: it writes them back)
     out = [*msgs[:n], *out_new] if replaced else msgs
-    kept = prefix_labels(msgs, head, n) + tuple(labels)
+    kept = Labels(tuple(labels), before=prefix_labels(msgs, head, n))
     fit = Fitted(
-        messages=tuple(out),
+        messages=tuple(out) if replaced else _as_given(msgs),
         tokens=tokens,
         tokens_before=scaled_total(raw_in, scale) + b.tool_tokens,
         budget=b.budget,
@@ -377,8 +387,18 @@ def _incremental(
     )
 
 
+def _as_given(msgs: Sequence[BaseMessage]) -> tuple[BaseMessage, ...]:
+    """The history, unchanged, as the verdict's messages: a tuple as it is; a list copied
+    when the verdict's ``messages`` is first read (up to its length now: messages appended
+    to it since are not part of it)."""
+    if isinstance(msgs, tuple):
+        return msgs
+    size = len(msgs)
+    return later(lambda: tuple(msgs) if len(msgs) == size else tuple(msgs[:size]))
+
+
 def _same_pins(
-    msgs: list[BaseMessage], items: list[Any], lead: int, head: int, n: int
+    msgs: Sequence[BaseMessage], items: list[Any], lead: int, head: int, n: int
 ) -> list[BaseMessage] | None:
     """This call's pinned messages, when they are exactly those already in place after the
     leading system messages and nothing after the tally moves into that head."""
@@ -398,7 +418,7 @@ def _same_pins(
 
 
 def _pins_again(
-    items: list[Any], before: Mapping[str, Any], new: list[BaseMessage], labels: list[str]
+    items: list[Any], before: Mapping[str, Any], new: Sequence[BaseMessage], labels: list[str]
 ) -> dict[str, list[str]] | None:
     """Pinned ids resolved as the full path would: a message id first, else the latest
     message with that tool call; None when one is not known from the tally or the new part."""
@@ -422,7 +442,7 @@ def _pins_again(
 
 
 def _usage(
-    msgs: list[BaseMessage], t: Mapping[str, Any], n: int, raw_new: list[int], b: _Budget
+    msgs: Sequence[BaseMessage], t: Mapping[str, Any], n: int, raw_new: list[int], b: _Budget
 ) -> tuple[bool, list[int] | None]:
     """The last reply reporting usage ([index, total, estimate]), and True first when it
     says the model was sent far more than the tally holds (the history changed out of its
@@ -446,14 +466,14 @@ def _usage(
 
 def _tally_on(
     t: Mapping[str, Any],
-    out: list[BaseMessage],
+    out: Sequence[BaseMessage],
     *,
     out_new: list[BaseMessage],
     out_raw: list[int],
     raw_out: int,
     how: dict[str, list[str]],
     b: _Budget,
-    kept: tuple[str, ...],
+    kept: Labels,
 ) -> Tally | None:
     """``t`` moved on by the appended messages (as they are after this fit)."""
     if not out or not out[-1].id:

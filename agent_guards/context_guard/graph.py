@@ -272,7 +272,7 @@ class ContextGuardNode:
         self, state: Any, config: RunnableConfig
     ) -> tuple[ContextVerdict, BaseStore | None]:
         messages = state_value(state, self.messages_key) or []
-        if not isinstance(messages, list):
+        if not isinstance(messages, (list, tuple)):
             messages = list(messages)
         pins: list[str | BaseMessage] = [
             pin_message(k, v)
@@ -404,10 +404,16 @@ class ContextGuardNode:
                 verdict = self.summarized(verdict, result)
         return verdict
 
-    def run(self, state: Any, config: RunnableConfig) -> tuple[dict[str, Any], list[BaseMessage]]:
+    def run(
+        self, state: Any, config: RunnableConfig
+    ) -> tuple[dict[str, Any], Sequence[BaseMessage]]:
         """Fit inside another node: the update this guard's node would write, and the
         messages to send to the model (the fitted ones; the history as it is when the
-        input was rejected). The decision is recorded in the update's ``guard_log``."""
+        input was rejected). The decision is recorded in the update's ``guard_log``.
+
+        When the fit changed nothing the messages are the state's own sequence, not a
+        copy (a fit under the threshold costs what the new messages cost): read it, do not
+        modify it."""
         plan = self.begin(state, config)
         if plan.store is not None and plan.writes:
             plan.store.batch(plan.writes)
@@ -416,7 +422,11 @@ class ContextGuardNode:
         verdict = self.settle(plan, done)
         if verdict is None:
             return {"guard_log": [plan.rejected]}, list(state_value(state, self.messages_key) or [])
-        return self.finish(state, verdict, plan.store, config), list(verdict.messages)
+        history = state_value(state, self.messages_key)
+        unchanged = not verdict.changed and isinstance(history, (list, tuple))
+        return self.finish(state, verdict, plan.store, config), (
+            history if unchanged else list(verdict.messages)
+        )
 
     def node(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         plan = self.begin(state, config)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 from langchain_core.messages import BaseMessage
 
@@ -11,6 +12,8 @@ from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 
 __all__ = ["ArchiveRecord", "ContextBudgetError", "ContextVerdict"]
+
+T = TypeVar("T")
 
 
 class ContextBudgetError(InvalidInputError):
@@ -109,7 +112,9 @@ class ContextVerdict:
     verdict: Verdict
     reason: str
     messages: tuple[BaseMessage, ...]
-    """The fitted context: leading system messages, pinned content, summary, kept messages."""
+    """The fitted context: leading system messages, pinned content, summary, kept messages.
+    When a fit from a tally changed nothing, a list history is copied into it when it is
+    first read (messages appended to that list meanwhile are not part of it)."""
     usage: float
     """Tokens after fitting / input budget."""
     usage_before: float
@@ -141,6 +146,10 @@ class ContextVerdict:
     """What the next call on this history starts from (``fit_context(..., tally=...)``):
     a small dict, None when the fitted history's last message has no id."""
 
+    def __getstate__(self) -> dict[str, Any]:
+        # a copy or a pickle holds the fields built on read as plain values
+        return {**self.__dict__, **{name: getattr(self, name) for name in _BUILT_ON_READ}}
+
     @property
     def archived_ids(self) -> tuple[str, ...]:
         """Ids of messages whose content moved to the store."""
@@ -155,3 +164,53 @@ class ContextVerdict:
     def tokens_saved(self) -> int:
         """Tokens the fit removed from the context."""
         return max(0, self.tokens_before - self.tokens)
+
+
+class _Later(Generic[T]):
+    __slots__ = ("build",)
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self.build = build
+
+
+def later(build: Callable[[], T]) -> T:
+    """A :class:`ContextVerdict` field value that ``build()`` makes when it is first read.
+
+    For the fields as long as the history (``messages``, ``kept_ids``): a fit that changes
+    nothing does not copy them on every call. Read, the field is the built value (the same
+    type, equality, repr, pickling), built once and then kept.
+    """
+    return cast(T, _Later(build))
+
+
+class _BuiltOnRead:
+    """A ContextVerdict field that may be given as ``later(build)``: built on first read."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        # the dataclass default, if the field has one (the class reads it)
+        self.default = ContextVerdict.__dict__.get(name, _NO_DEFAULT)
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            if self.default is _NO_DEFAULT:
+                raise AttributeError(self.name)
+            return self.default
+        try:
+            value = obj.__dict__[self.name]
+        except KeyError:
+            raise AttributeError(self.name) from None
+        if isinstance(value, _Later):
+            value = obj.__dict__[self.name] = value.build()
+        return value
+
+    def __set__(self, obj: object, value: Any) -> None:
+        obj.__dict__[self.name] = value  # only __init__ gets here: the dataclass is frozen
+
+
+_NO_DEFAULT = object()
+_BUILT_ON_READ = ("messages", "kept_ids")
+# set on the class once the dataclass is made: its fields, __init__, eq, repr and defaults
+# stay as declared, and each reads the field through the descriptor
+for _name in _BUILT_ON_READ:
+    setattr(ContextVerdict, _name, _BuiltOnRead(_name))

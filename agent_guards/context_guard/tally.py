@@ -19,7 +19,8 @@ more than twice what the tally holds, and whenever the usage reaches ``compress_
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Any, TypeGuard
 
 from langchain_core.language_models import BaseLanguageModel
@@ -30,6 +31,7 @@ from agent_guards.context_guard.steps import DEFAULT_COUNTER, Counter, TokenCoun
 from agent_guards.context_guard.summary import marker, stable_hash
 
 __all__ = [
+    "Labels",
     "Tally",
     "basis_of",
     "biggest_tool_result",
@@ -155,21 +157,57 @@ def biggest_tool_result(
     return best
 
 
+class Labels(Collection[str]):
+    """Labels (id or ``#index``) of the kept messages ``messages[head:]`` of one fit, joined
+    only when read: the labels of the fit before it plus those of the messages appended
+    since. A history that only grows is neither relabelled nor copied on each fit."""
+
+    __slots__ = ("_before", "_joined", "_new", "_size")
+
+    def __init__(self, new: tuple[str, ...], before: Labels | None = None) -> None:
+        self._before = before
+        self._new = new
+        self._size = len(new) + (len(before) if before is not None else 0)
+        self._joined: tuple[str, ...] | None = new if before is None else None
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.joined())
+
+    def __contains__(self, label: object) -> bool:
+        return label in self.joined()
+
+    def joined(self) -> tuple[str, ...]:
+        """All the labels, in order (joined on the first read, then kept)."""
+        if self._joined is None:
+            parts: list[tuple[str, ...]] = []
+            link = self
+            while link._joined is None:  # a loop, not recursion: a chain can be long
+                parts.append(link._new)
+                assert link._before is not None  # the first link of a chain is joined
+                link = link._before
+            self._joined = link._joined + tuple(chain.from_iterable(reversed(parts)))
+            self._before = None  # the links before it are not needed any more
+        return self._joined
+
+
 # Labels of the tallied messages, per process: a pure cache (a miss recomputes the same).
-_LABELS: dict[int, tuple[BaseMessage, int, int, tuple[str, ...]]] = {}
+_LABELS: dict[int, tuple[BaseMessage, int, int, Labels]] = {}
 _LABELS_SIZE = 32
 
 
-def prefix_labels(messages: Sequence[BaseMessage], head: int, n: int) -> tuple[str, ...]:
+def prefix_labels(messages: Sequence[BaseMessage], head: int, n: int) -> Labels:
     """Labels (id or ``#index``) of ``messages[head:n]``, remembered from the last fit."""
     last = messages[n - 1]
     hit = _LABELS.get(id(last))
     if hit is not None and hit[0] is last and hit[1] == n and hit[2] == head:
         return hit[3]
-    return tuple(messages[i].id or f"#{i}" for i in range(head, n))
+    return Labels(tuple(messages[i].id or f"#{i}" for i in range(head, n)))
 
 
-def remember_labels(messages: Sequence[BaseMessage], head: int, labels: tuple[str, ...]) -> None:
+def remember_labels(messages: Sequence[BaseMessage], head: int, labels: Labels) -> None:
     """Keep the labels of ``messages[head:]`` for the next fit of the same history."""
     if not messages:
         return

@@ -17,14 +17,15 @@ otherwise                                CONTINUE   ``within_budget``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from agent_guards.context_guard.model import ArchiveRecord, ContextVerdict
+from agent_guards.context_guard.model import ArchiveRecord, ContextVerdict, later
 from agent_guards.context_guard.policy import GUARD, ContextPolicy
+from agent_guards.context_guard.tally import Labels
 from agent_guards.core.decision import GuardDecision, Verdict
 
 __all__ = ["Fitted", "decide", "with_summary_text"]
@@ -34,13 +35,13 @@ __all__ = ["Fitted", "decide", "with_summary_text"]
 class Fitted:
     """What ``fit_context`` did to the history: the outcome :func:`decide` records."""
 
-    messages: tuple[BaseMessage, ...]
+    messages: tuple[BaseMessage, ...]  # may be ``later(...)``: passed on, not read here
     tokens: int
     tokens_before: int
     budget: int
     max_tokens: int
     tool_tokens: int
-    kept: Sequence[str]
+    kept: Collection[str]
     pin_labels: list[str]
     removed: Sequence[tuple[str, BaseMessage]]
     summary: BaseMessage | None
@@ -192,7 +193,7 @@ def decide(pol: ContextPolicy, fit: Fitted, tally: dict[str, Any] | None = None)
         tokens=fit.tokens,
         tokens_before=fit.tokens_before,
         budget=fit.budget,
-        kept_ids=tuple(fit.kept),
+        kept_ids=later(fit.kept.joined) if isinstance(fit.kept, Labels) else tuple(fit.kept),
         summarized_ids=tuple(mv.summarized),
         truncated_ids=tuple(mv.truncated),
         stale_ids=tuple(fit.stale),

@@ -8,6 +8,8 @@ decision and tally with a fit of the same history without a tally.
 
 from __future__ import annotations
 
+import copy
+import pickle
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -19,8 +21,10 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from agent_guards.context_guard import ContextPolicy, ContextVerdict, fit_context, pin_message
+from agent_guards.context_guard.graph import context_guard_node
 from agent_guards.context_guard.steps import DEFAULT_COUNTER
 from agent_guards.context_guard.tally import basis_of, tally_end
 
@@ -140,3 +144,59 @@ def test_a_damaged_tally_is_ignored_not_trusted() -> None:
         assert tally_end(history, {**v.tally, **damage}, basis) == 0, damage
     again = fit_context(history, max_tokens=100_000, tally={**v.tally, "tokens": -5})
     assert again == v and again.tally == v.tally
+
+
+def _grown(history: list[BaseMessage], i: int) -> list[BaseMessage]:
+    return [*history, *_event("call", i, 100)]
+
+
+def test_a_fit_from_the_tally_reads_as_the_same_tuples() -> None:
+    history: list[BaseMessage] = [SystemMessage("s", id="sys"), HumanMessage("q", id="q")]
+    for i in range(30):
+        history = _grown(history, i)
+    v = fit_context(history, max_tokens=100_000)
+    history = _grown(history, 30)
+    full = fit_context(history, max_tokens=100_000)
+    # copies, pickles and checkpoints hold the same values as a fit from scratch
+    for copied in (copy.copy, copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x))):
+        assert copied(fit_context(history, max_tokens=100_000, tally=v.tally)) == full
+    serde = JsonPlusSerializer()
+    fast = fit_context(history, max_tokens=100_000, tally=v.tally)
+    assert serde.dumps_typed(fast) == serde.dumps_typed(full)
+    fast = fit_context(history, max_tokens=100_000, tally=v.tally)
+    assert repr(fast) == repr(full) and fast == full
+    assert type(fast.messages) is tuple and type(fast.kept_ids) is tuple
+    assert len(fast.messages) == len(history) and fast.messages[-1] is history[-1]
+    # messages appended to the history after the fit are not part of its verdict
+    fast = fit_context(history, max_tokens=100_000, tally=v.tally)
+    history += _event("call", 31, 100)
+    assert fast.messages == full.messages and fast.kept_ids == full.kept_ids
+
+
+def test_a_tuple_history_is_the_verdicts_messages() -> None:
+    history = tuple(_grown([HumanMessage("q", id="q")], 0))
+    v = fit_context(history, max_tokens=100_000)
+    grown = (*history, *_event("call", 1, 100))
+    fast = fit_context(grown, max_tokens=100_000, tally=v.tally)
+    assert fast.messages is grown
+    assert fast == fit_context(list(grown), max_tokens=100_000)
+
+
+def test_kept_ids_unread_over_many_fits_read_as_a_full_count() -> None:
+    history: list[BaseMessage] = [HumanMessage("q", id="q")]
+    v = fit_context(history, max_tokens=10_000_000)
+    for i in range(1_500):  # more fits than the recursion limit, none reading kept_ids
+        history += _event("call", i, 10)
+        v = fit_context(history, max_tokens=10_000_000, tally=v.tally)
+    assert v.kept_ids == fit_context(history, max_tokens=10_000_000).kept_ids
+
+
+def test_the_node_sends_the_state_history_when_the_fit_changed_nothing() -> None:
+    node = context_guard_node(100_000)
+    history = _grown([HumanMessage("q", id="q")], 0)
+    update, sent = node.run({"messages": history}, {})
+    assert sent is history and "messages" not in update
+    quoted = [*history, *_event("inject", 1, 0)]
+    update, sent = node.run({"messages": quoted, "context_tally": update["context_tally"]}, {})
+    assert isinstance(sent, list) and sent[:-1] == quoted[:-1] and sent[-1] != quoted[-1]
+    assert "messages" in update
