@@ -555,7 +555,7 @@ class ToolCallGuard:
         for _ in range(3):  # a claim lost to a concurrent execution of the same call
             started = self._ledger_start(request, plan, store, thread, previous)
             if started is not None:
-                return started
+                return self._counted_again(request, plan, store, thread, started)
             known = self.ledger.entry(store, thread, str(call["id"])) or {"status": "started"}
             settled = self._settle(request, store, thread, known, plan.effect)
             if isinstance(settled, Plan):
@@ -563,6 +563,34 @@ class ToolCallGuard:
             previous = settled  # it failed, did not happen, or only read: run it again
         content = f"{call['name']} was claimed by another worker and not run here."
         return from_ledger(call, content, "ran_elsewhere", policy=self._policy_label(), failed=True)
+
+    def _counted_again(
+        self,
+        request: ToolCallRequest,
+        plan: Plan,
+        store: BaseStore,
+        thread: str,
+        started: dict[str, Any],
+    ) -> dict[str, Any] | Plan:
+        """The claim, checked against the budget once more: another worker on the thread
+        may have spent its last units between this call's budget check and its claim.
+
+        Counted after claiming, a claim past the limit is given back (``not_run``) and
+        answered as over budget. So workers racing for the last units never run more
+        than the budget: of the calls that run, the one counting last saw every one of
+        them claimed. They may run fewer (both may give back)."""
+        assert self.ledger is not None
+        if self.budget is None or self.budget.max_tool_calls is None:
+            return started
+        config = getattr(request.runtime, "config", None)
+        limit = self.budget.max_tool_calls + grant(config)[0]
+        spent = self.ledger.executions(store, thread)
+        if spent <= limit:
+            return started
+        self.ledger.void(store, thread, started)
+        refused = over_budget(request, plan, limit, messages_key=self.messages_key,
+                              spent=spent - 1, usage_key=self.keys.usage)  # fmt: skip
+        return refused if refused is not None else started
 
     def _settle(
         self,

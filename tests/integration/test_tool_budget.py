@@ -3,6 +3,8 @@ calls against a limit of 40 runs 40, and every other call gets a budget answer."
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import tools_condition
+from langgraph.store.memory import InMemoryStore
 
 from agent_guards import (
     Budget,
@@ -21,6 +24,7 @@ from agent_guards import (
 )
 from agent_guards.retry_router import TransientToolError
 from agent_guards.testing import ScriptedChatModel
+from agent_guards.tool_guard import RunLedger, annotate_tool
 
 
 def fan_out(n: int, start: int = 0) -> AIMessage:
@@ -102,3 +106,53 @@ def test_a_retry_never_spends_past_the_budget() -> None:
 def test_the_budget_must_be_a_budget() -> None:
     with pytest.raises(TypeError, match=r"ToolCallGuard\.budget must be a Budget or None"):
         ToolCallGuard(budget={"max_tool_calls": 3})  # type: ignore[arg-type]
+
+
+class RacingStore(InMemoryStore):
+    """A real store whose first two budget reads meet: both workers pass the budget check
+    before either claims its call, the interleaving that could overspend."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.meet = threading.Barrier(2, timeout=10)
+        self.armed = 2
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        found = super().search(*args, **kwargs)
+        if self.armed > 0:
+            self.armed -= 1
+            self.meet.wait()
+        return found
+
+
+def test_two_workers_racing_for_the_last_call_never_both_run() -> None:
+    """Two workers on one thread (a fork and its original, say) each want the last unit of
+    ``max_tool_calls=1``; both see it free, then both claim. At most one may run."""
+    runs: list[str] = []
+
+    @tool
+    def charge(invoice: str) -> str:
+        """Charge an invoice (a write)."""
+        runs.append(invoice)
+        return f"charged {invoice}"
+
+    store, ledger = RacingStore(), RunLedger()
+    guard = ToolCallGuard(ledger=ledger, budget=Budget(max_tool_calls=1))
+    builder = StateGraph(LoopState)
+    builder.add_node("tools", guard.tool_node([annotate_tool(charge)]))
+    builder.add_edge(START, "tools")
+    graph = builder.compile(store=store)
+    cfg = {"configurable": {"thread_id": "shared"}}
+
+    def worker(invoice: str) -> Any:
+        call = {"name": "charge", "args": {"invoice": invoice}, "id": invoice}
+        return graph.invoke({"messages": [AIMessage("", tool_calls=[call])]}, cfg)
+
+    with ThreadPoolExecutor(2) as pool:
+        outs = list(pool.map(worker, ["inv-1", "inv-2"]))
+    assert len(runs) <= 1  # the budget holds under the race
+    assert ledger.executions(store, "shared") == len(runs)  # and every execution is recorded
+    answers = [m for out in outs for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert len(answers) == 2  # each call answered: run, or refused by the budget
+    refused = [m for m in answers if m.content.startswith("[budget] Not executed")]
+    assert len(refused) == 2 - len(runs)
