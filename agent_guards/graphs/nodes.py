@@ -47,6 +47,7 @@ from agent_guards.retry_router import FailureKind, describe_failure
 from agent_guards.retry_router.classify import failure_of
 from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger
 from agent_guards.tool_guard.plan import cancelled
+from agent_guards.tool_guard.state_ledger import StateLedger
 
 from .outcomes import blend_outcome, compensation, respond_outcome, step_outcome, to_undo
 from .prompts import (
@@ -442,7 +443,7 @@ class Nodes:
             outcome = blend_outcome(state)
         update: dict[str, Any] = {}
         if outcome["route"] == "cancelled" and (
-            steps := to_undo(state, self.undo, self.ledger_writes(config))
+            steps := to_undo(state, self.undo, self.ledger_writes(state, config))
         ):
             # every completed write of the thread, newest first, each one recorded
             undone = [(step, self.undo[str(step.tool)](step)) for step in steps]
@@ -453,14 +454,18 @@ class Nodes:
         goto = "escalate" if outcome["route"] == "escalate" else END
         return Command(goto=goto, update={"messages": [message], "outcome": outcome, **update})
 
-    def ledger_writes(self, config: RunnableConfig) -> list[dict[str, Any]]:
-        """The thread's completed writes the ledger holds (newest first), for a cancel to
-        undo those no plan step lists; [] without a ledger or a store."""
-        thread = (config.get("configurable") or {}).get("thread_id")
-        if self.ledger is None or thread is None or not self.undo:
+    def ledger_writes(
+        self, state: PlanExecuteState, config: RunnableConfig
+    ) -> list[dict[str, Any]]:
+        """The thread's completed writes the ledger holds (newest first), in the store or
+        in state, for a cancel to undo those no plan step lists; [] without a ledger."""
+        if self.ledger is None or not self.undo:
             return []
         store = get_store()
-        return self.ledger.done_writes(store, str(thread)) if store is not None else []
+        if store is None:  # the tool node keeps the ledger in state
+            return self.ledger.done_writes(StateLedger(state.get("run_ledger")), "state")
+        thread = (config.get("configurable") or {}).get("thread_id")
+        return self.ledger.done_writes(store, str(thread)) if thread is not None else []
 
     def model_failed(self, state: PlanExecuteState, error: NodeError) -> Command[Any]:
         """The error handler of the nodes that call the model: a model call that failed for

@@ -20,6 +20,7 @@ from agent_guards import GuardDecision, PlanStep
 from agent_guards.graphs.plan_execute import build_graph
 from agent_guards.graphs.scenarios import scenario_config
 from agent_guards.planner_gate import StepStatus
+from agent_guards.tool_guard import RunLedger
 from tests.integration._reference import (
     CONFLICT,
     async_persistence,
@@ -353,9 +354,11 @@ def test_a_task_that_mentions_stopping_is_not_a_cancel(words: str, tmp_path: Pat
     assert undo.undone == [] and _said(done["guard_log"], "cancel") == []
 
 
-def test_a_cancel_undoes_a_write_no_plan_step_lists(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kept", ["store", "state"])
+def test_a_cancel_undoes_a_write_no_plan_step_lists(kept: str, tmp_path: Path) -> None:
     """Step s1's model also calls ``hold_funds``, a write the plan never named: the ledger
-    holds it, so the cancel undoes it too (first, by its call id), and records it."""
+    holds it (in the store, or in state when the graph has none), so the cancel undoes it
+    too (first, by its call id), and records it."""
     from langchain_core.tools import tool
 
     from agent_guards.graphs.scenarios import RoleScript, Scenario
@@ -384,10 +387,15 @@ def test_a_cancel_undoes_a_write_no_plan_step_lists(tmp_path: Path) -> None:
                         lambda: tools, "answer",
                         compensations={"create_draft": undo, "hold_funds": undo})  # fmt: skip
     with persistence("sqlite", tmp_path) as (saver, store):
-        graph = graph_for(scenario, saver, store)
+        if kept == "state":
+            graph = graph_for(scenario, saver, None, ledger=RunLedger())
+        else:
+            graph = graph_for(scenario, saver, store)
         config = scenario_config(scenario, "t")
         _pause(graph, config, scenario.message)
         done = graph.invoke(Command(resume={"cancel": "changed my mind"}), config)
+        in_state = graph.get_state(config).values.get("run_ledger", {})
+    assert ("hold-1#1" in in_state) == (kept == "state")
     assert [(s.id, s.tool, s.args) for s in undo.undone] == [
         ("hold-1", "hold_funds", {"amount": 70}),
         ("s1", "create_draft", {}),
