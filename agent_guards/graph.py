@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.tracers.context import _tracing_v2_is_enabled
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END
 from langgraph.store.base import BaseStore
@@ -57,7 +59,7 @@ def graph_store(config: RunnableConfig | None) -> BaseStore | None:
 
         return get_store()
     except Exception:  # not in a runnable context (or Python 3.10 async)
-        runtime = ((config or {}).get("configurable") or {}).get("__pregel_runtime")
+        runtime = ((config or {}).get("configurable") or {}).get(_RUNTIME)
         return getattr(runtime, "store", None)
 
 
@@ -135,7 +137,7 @@ def runnable(
     *,
     keys: StateKeys | None = None,
 ) -> RunnableLambda[Any, Any]:
-    """A sync+async node/edge built once (``RunnableLambda(func, afunc=...)``).
+    """A sync+async node/edge built once (a :class:`GuardLambda`, ``func`` and ``afunc``).
 
     Without ``afunc`` the async path runs ``func`` inline: the cores are pure CPU work
     that finishes in microseconds, so a thread hop would cost more than it saves. With
@@ -156,7 +158,46 @@ def runnable(
             inner = afunc or _afunc
             return renamed_update(chosen, await inner(chosen.inbound(state), config))
 
-    return RunnableLambda(run, afunc=arun, name=name)
+    return GuardLambda(run, afunc=arun, name=name)
+
+
+class GuardLambda(RunnableLambda[Any, Any]):
+    """A ``RunnableLambda`` that, inside a graph run nobody traces or listens to, calls its
+    function the way LangGraph calls a plain function node: with the node's config, and no
+    child run. A child run that no callback sees records nothing, and its bookkeeping
+    (callback managers, run ids, signature checks) costs more than a guard's decision.
+    Anywhere else (a traced run, callbacks, a call outside a graph) it is a RunnableLambda.
+    """
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if kwargs or not _unobserved(config):
+            return super().invoke(input, config, **kwargs)
+        assert config is not None
+        return cast("_Node", self.func)(input, config)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        if kwargs or not _unobserved(config):
+            return await super().ainvoke(input, config, **kwargs)
+        assert config is not None
+        return await cast("_ANode", self.afunc)(input, config)
+
+
+def _unobserved(config: RunnableConfig | None) -> bool:
+    """A node's config inside a graph run, with no callback handler and tracing off."""
+    if config is None or _RUNTIME not in (config.get("configurable") or {}):
+        return False
+    callbacks = config.get("callbacks")
+    if isinstance(callbacks, BaseCallbackManager):
+        if callbacks.handlers or callbacks.inheritable_handlers:
+            return False
+    elif callbacks:  # a list of handlers
+        return False
+    return not _tracing_v2_is_enabled()
+
+
+_RUNTIME = "__pregel_runtime"  # LangGraph puts the run's Runtime here for every node
+_Node = Callable[[Any, RunnableConfig], Any]
+_ANode = Callable[[Any, RunnableConfig], Awaitable[Any]]
 
 
 def renamed_update(keys: StateKeys, out: Any) -> Any:
