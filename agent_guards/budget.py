@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -428,7 +429,7 @@ class Budget:
 
     def check(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
         """Shorthand for ``self.stop_condition()(state, now)``; None when unbounded."""
-        cond = self.stop_condition()
+        cond = _condition_of(self)
         return cond(state, now) if cond is not None else None
 
     def start(self, state: Mapping[str, Any], now: datetime) -> dict[str, float]:
@@ -480,6 +481,20 @@ def recursion_limit_for(
         raise ValueError(f"margin must be between 0 and 10, got {margin!r}")
     base = (budget.max_steps + 1) * nodes_per_step
     return max(minimum, base + math.ceil(base * margin))
+
+
+def _condition_of(budget: Budget) -> StopCondition | None:
+    """``budget.stop_condition()``, built once per distinct budget: a ``Budget`` and the
+    conditions it builds are immutable, so every check of the same limits can share them.
+    A subclass may build them from more than its fields: it builds them each time."""
+    if type(budget) is not Budget:
+        return budget.stop_condition()
+    return _shared_condition(budget)
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_condition(budget: Budget) -> StopCondition | None:
+    return budget.stop_condition()
 
 
 def clock_start(state: Mapping[str, Any], now: datetime) -> dict[str, float]:

@@ -175,10 +175,12 @@ class GuardDecision:
 
     def with_context(self, *, step: int | None = None, at: str | None = None) -> GuardDecision:
         """Return a copy stamped with the graph step and time (unset fields only)."""
-        from dataclasses import replace
-
-        return replace(
-            self,
-            step=self.step if self.step is not None else step,
-            at=self.at if self.at is not None else at,
-        )
+        # Every field was checked and normalized when ``self`` was made, so the copy takes
+        # them as they are (checking them again would change nothing) and gets its own
+        # ``data`` dict, as a new decision would.
+        stamped = object.__new__(type(self))
+        stamped.__dict__.update(self.__dict__)
+        object.__setattr__(stamped, "step", self.step if self.step is not None else step)
+        object.__setattr__(stamped, "at", self.at if self.at is not None else at)
+        object.__setattr__(stamped, "data", dict(self.data))
+        return stamped

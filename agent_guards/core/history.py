@@ -126,6 +126,9 @@ class Action:
     """The failure's shape (kind and message, values masked) when the call failed."""
 
 
+_NO_EFFECTS = ToolEffects()  # immutable: every ScanOptions without effects can share it
+
+
 @dataclass(frozen=True)
 class ScanOptions:
     """How to read a history (taken from a LoopPolicy or a RetryRouterPolicy)."""
@@ -136,7 +139,7 @@ class ScanOptions:
     ignore_keys: frozenset[str] = DEFAULT_IGNORED_ARG_KEYS
     scope_keys: frozenset[str] = DEFAULT_SCOPE_KEYS
     normalizers: tuple[Normalizer, ...] = ()
-    effects: ToolEffects = field(default_factory=ToolEffects)
+    effects: ToolEffects = field(default_factory=lambda: _NO_EFFECTS)
     """Effect classes the policy declares (they win over what the history records)."""
     declared: Mapping[str, Effect] = field(default_factory=dict)
     """Effects declared by the tools themselves, by name (e.g. from their annotations)."""

@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -47,12 +47,19 @@ def runnable_steps(version: PlanVersion) -> tuple[PlanStep, ...]:
         >>> [s.id for s in runnable_steps(mark_step(mark_step(plan, "a", "done"), "b", "skipped"))]
         ['c']
     """
-    status = {s.id: s.status for s in version.steps}
-    return tuple(
-        s
-        for s in version.steps
-        if s.status is StepStatus.PENDING and all(status[d] in FINISHED for d in s.depends_on)
-    )
+    return tuple(_runnable(version))
+
+
+def _runnable(version: PlanVersion) -> Iterator[PlanStep]:
+    """The runnable steps in plan order, found one at a time (the first needs no others)."""
+    status: dict[str, StepStatus] | None = None
+    for s in version.steps:
+        if s.status is not StepStatus.PENDING:
+            continue
+        if s.depends_on and status is None:
+            status = {step.id: step.status for step in version.steps}
+        if status is None or all(status[d] in FINISHED for d in s.depends_on):
+            yield s
 
 
 def next_step(version: PlanVersion) -> PlanStep | None:
@@ -65,8 +72,7 @@ def next_step(version: PlanVersion) -> PlanStep | None:
         >>> next_step(mark_step(plan, "s1", "failed")) is None
         True
     """
-    ready = runnable_steps(version)
-    return ready[0] if ready else None
+    return next(_runnable(version), None)
 
 
 def mark_step(
