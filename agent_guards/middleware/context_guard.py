@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ExtendedModelResponse
@@ -12,11 +12,15 @@ from langgraph.types import Command
 from agent_guards import graph as _node
 from agent_guards.context_guard.core import fit_context
 from agent_guards.context_guard.policy import ContextPolicy
+from agent_guards.context_guard.summary import stable_hash
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.signatures import safe_str
 from agent_guards.middleware.state import GuardAgentState
 
 __all__ = ["ContextGuardMiddleware"]
+
+_TALLY_KEY = "context_tally"
 
 
 class ContextGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
@@ -27,6 +31,14 @@ class ContextGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
     full history (nothing is deleted, so a later turn or a replay can fit it again). A
     decision other than "within budget" goes to ``guard_log``. Nothing is archived (there
     is no store write on this path): old tool results are summarized or truncated instead.
+
+    Like the graph node, it keeps ``fit_context``'s tally in state (``context_tally``, with
+    a hash of the system prompt it counted, which is not in the state's messages), so before
+    each model call only the messages appended since are counted and scanned; the verdict
+    is the one a count from scratch gives, and a replay reads the tally from its checkpoint.
+    Only a fit that sends the history as it is moves the tally on: after one that changes
+    what the model reads (a compression, a quoted tool result, pinned messages put in) the
+    state still holds the history, not what was sent, so the tally before it is kept.
 
     Args:
         max_tokens: The model's context window in tokens.
@@ -74,10 +86,12 @@ class ContextGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         self.pinned = tuple(pinned)
         self.token_counter = token_counter
 
-    def _fit(self, request: Any) -> tuple[Any, GuardDecision | None]:
-        """The request to send (fitted when needed) and the decision to log, if any."""
+    def _fit(self, request: Any) -> tuple[Any, GuardDecision | None, dict[str, Any]]:
+        """The request to send (fitted when needed), the decision to log, if any, and the
+        state update that moves the tally on (empty when there is nothing to keep)."""
         system = request.system_message
         history = [*([system] if system is not None else []), *request.messages]
+        prompt = _prompt_hash(system)
         try:
             verdict = fit_context(
                 history,
@@ -87,34 +101,55 @@ class ContextGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
                 tools=request.tools,
                 token_counter=self.token_counter,
                 archive=False,
+                tally=_tally_for(request.state, prompt),
             )
         except InvalidInputError as err:  # e.g. the system prompt alone is over the budget
             label = self.policy.label if self.policy is not None else ""
-            return request, _node.invalid_input("context_guard", err, policy=label)
+            return request, _node.invalid_input("context_guard", err, policy=label), {}
         decision = verdict.decision
         if decision is not None and decision.verdict is Verdict.CONTINUE:
             decision = None
         if not verdict.changed:
-            return request, decision
+            # the tally describes the history as the state holds it: the next call counts
+            # only what is appended to it
+            return request, decision, {_TALLY_KEY: {"system": prompt, "tally": verdict.tally}}
+        # the tally describes what the model reads, which the state does not hold: keep
+        # the one before (it still describes a prefix of the history)
         fitted = list(verdict.messages)
         if system is not None and fitted and isinstance(fitted[0], SystemMessage):
             system, fitted = fitted[0], fitted[1:]
-        return request.override(messages=fitted, system_message=system), decision
+        return request.override(messages=fitted, system_message=system), decision, {}
 
-    def _answer(self, response: Any, decision: GuardDecision | None) -> Any:
-        if decision is None:
+    def _answer(self, response: Any, decision: GuardDecision | None, update: dict[str, Any]) -> Any:
+        if decision is not None:
+            update = {**update, "guard_log": [_node.stamp(decision, None)]}
+        if not update:
             return response
-        stamped = _node.stamp(decision, None)
-        return ExtendedModelResponse(
-            model_response=response, command=Command(update={"guard_log": [stamped]})
-        )
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Send the model the fitted context; log the decision with the model's answer."""
-        fitted, decision = self._fit(request)
-        return self._answer(handler(fitted), decision)
+        fitted, decision, update = self._fit(request)
+        return self._answer(handler(fitted), decision, update)
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Async :meth:`wrap_model_call`."""
-        fitted, decision = self._fit(request)
-        return self._answer(await handler(fitted), decision)
+        fitted, decision, update = self._fit(request)
+        return self._answer(await handler(fitted), decision, update)
+
+
+def _prompt_hash(system: SystemMessage | None) -> str:
+    """What the tally cannot check itself: the system prompt it counted (it is not in the
+    state's messages, and a dynamic prompt may change it between calls)."""
+    if system is None:
+        return ""
+    return stable_hash(system.type, system.name or "", safe_str(system.content))
+
+
+def _tally_for(state: Any, prompt: str) -> Mapping[str, Any] | None:
+    """The tally in state when it was made under this system prompt (else count it all)."""
+    kept = state.get(_TALLY_KEY) if isinstance(state, Mapping) else None
+    if not isinstance(kept, Mapping) or kept.get("system") != prompt:
+        return None
+    tally = kept.get("tally")
+    return tally if isinstance(tally, Mapping) else None

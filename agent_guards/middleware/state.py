@@ -1,4 +1,4 @@
-"""The agent state the guard middleware adds: the decision log and usage counters."""
+"""The agent state the guard middleware adds: the decision log, usage counters, context tally."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentState
+from langchain.agents.middleware.types import PrivateStateAttr
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
@@ -30,6 +31,10 @@ class GuardAgentState(AgentState[Any]):
 
     guard_log: NotRequired[Annotated[list[GuardDecision], keep_last(DEFAULT_LOG_SIZE)]]
     usage: NotRequired[Annotated[Usage, merge_usage]]
+    context_tally: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    """:class:`ContextGuardMiddleware`'s running tally: ``tally`` (the last fit's
+    ``ContextVerdict.tally``) and ``system`` (a hash of the system prompt it counted).
+    Internal: not part of the agent's input or output, but checkpointed with the rest."""
 
 
 def safe_decision(guard: str, policy: str, decide: Callable[[], GuardDecision]) -> GuardDecision:
