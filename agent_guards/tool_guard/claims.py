@@ -44,6 +44,8 @@ _SQLITE = (
 _UPDATE = (
     "UPDATE store SET value = {p}, updated_at = CURRENT_TIMESTAMP WHERE prefix = {p} AND key = {p}"
 )
+_SQLITE_UPDATE = _UPDATE.format(p="?")
+_POSTGRES_UPDATE = _UPDATE.format(p="%s")
 _POSTGRES = (
     "INSERT INTO store (prefix, key, value, created_at, updated_at) "
     "VALUES (%s, %s, %s, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP) ON CONFLICT (prefix, key) DO NOTHING"
@@ -65,9 +67,17 @@ def is_atomic(store: BaseStore) -> bool:
     return bool(_kind(store))
 
 
-def claim(store: BaseStore, namespace: tuple[str, ...], key: str, value: Mapping[str, Any]) -> bool:
+def claim(
+    store: BaseStore,
+    namespace: tuple[str, ...],
+    key: str,
+    value: Mapping[str, Any],
+    *,
+    text: str | None = None,
+) -> bool:
     """Create ``(namespace, key) = value`` unless the item exists; True when this call did.
 
+    ``text``: ``json.dumps(value)`` when the caller has it already (SQLite stores it as is).
     Sync API: on an async store call it from a worker thread (as the store's own sync
     methods require).
     """
@@ -75,12 +85,12 @@ def claim(store: BaseStore, namespace: tuple[str, ...], key: str, value: Mapping
     prefix = ".".join(namespace)
     if kind and getattr(store, "loop", None) is not None:  # AsyncSqliteStore, AsyncPostgresStore
         future = asyncio.run_coroutine_threadsafe(
-            _aclaim(store, kind, prefix, key, value),
+            _aclaim(store, kind, prefix, key, value, text=text),
             store.loop,  # type: ignore[attr-defined]
         )
         return future.result()
     if kind == "sqlite":
-        return _sqlite(store, prefix, key, value)
+        return _sqlite_write(store, _SQLITE, (prefix, key, text or _json(value))) == 1
     if kind == "postgres":
         return _postgres(store, prefix, key, value)
     with _LOCK:
@@ -90,10 +100,27 @@ def claim(store: BaseStore, namespace: tuple[str, ...], key: str, value: Mapping
         return True
 
 
-def _sqlite(store: Any, prefix: str, key: str, value: Mapping[str, Any]) -> bool:
+def _sqlite_write(store: Any, sql: str, params: tuple[str, ...]) -> int:
+    """Run one write statement on a sync ``SqliteStore`` under its own lock; the rows changed.
+
+    On a connection in autocommit mode (as ``SqliteStore.from_conn_string`` opens it) a lone
+    statement is its own transaction, as atomic and durable as the ``BEGIN ... COMMIT``
+    the store's ``_cursor()`` wraps it in, for two fewer round trips to SQLite. Any other
+    connection goes through ``_cursor()`` as the store's own writes do.
+    """
+    if not store.is_setup:
+        store.setup()
+    with store.lock:
+        conn = store.conn
+        if conn.isolation_level is None and not conn.in_transaction:
+            return int(conn.execute(sql, params).rowcount)
     with store._cursor() as cursor:  # BEGIN ... COMMIT under the store's own lock
-        cursor.execute(_SQLITE, (prefix, key, json.dumps(dict(value))))
-        return bool(cursor.rowcount == 1)
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    return json.dumps(value if isinstance(value, dict) else dict(value))
 
 
 def _postgres(store: Any, prefix: str, key: str, value: Mapping[str, Any]) -> bool:
@@ -105,10 +132,12 @@ def _postgres(store: Any, prefix: str, key: str, value: Mapping[str, Any]) -> bo
         return bool(cursor.rowcount == 1)
 
 
-async def _aclaim(store: Any, kind: str, prefix: str, key: str, value: Mapping[str, Any]) -> bool:
+async def _aclaim(
+    store: Any, kind: str, prefix: str, key: str, value: Mapping[str, Any], *, text: str | None
+) -> bool:
     if kind == "sqlite":
         async with store._cursor() as cursor:
-            await cursor.execute(_SQLITE, (prefix, key, json.dumps(dict(value))))
+            await cursor.execute(_SQLITE, (prefix, key, text or _json(value)))
             return bool(cursor.rowcount == 1)
     from psycopg.types.json import Jsonb
 
@@ -118,23 +147,27 @@ async def _aclaim(store: Any, kind: str, prefix: str, key: str, value: Mapping[s
 
 
 def overwrite(
-    store: BaseStore, namespace: tuple[str, ...], key: str, value: Mapping[str, Any]
+    store: BaseStore,
+    namespace: tuple[str, ...],
+    key: str,
+    value: Mapping[str, Any],
+    *,
+    text: str | None = None,
 ) -> None:
     """Set ``(namespace, key) = value``, as ``store.put(..., index=False)`` does; on a sync
-    SQLite or PostgreSQL store, an item that exists (a claim) is updated in one statement."""
+    SQLite or PostgreSQL store, an item that exists (a claim) is updated in one statement.
+    ``text`` as for :func:`claim`."""
     kind = _kind(store)
     if kind and getattr(store, "loop", None) is None:
         prefix = ".".join(namespace)
         if kind == "sqlite":
-            with store._cursor() as cursor:  # type: ignore[attr-defined]
-                cursor.execute(_UPDATE.format(p="?"), (json.dumps(dict(value)), prefix, key))
-                if cursor.rowcount == 1:
-                    return
+            if _sqlite_write(store, _SQLITE_UPDATE, (text or _json(value), prefix, key)) == 1:
+                return
         else:
             from psycopg.types.json import Jsonb
 
             with store.lock, store._cursor() as cursor:  # type: ignore[attr-defined]
-                cursor.execute(_UPDATE.format(p="%s"), (Jsonb(dict(value)), prefix, key))
+                cursor.execute(_POSTGRES_UPDATE, (Jsonb(dict(value)), prefix, key))
                 if cursor.rowcount == 1:
                     return
     store.put(namespace, key, dict(value), index=False)

@@ -60,6 +60,9 @@ None when it did not (the call runs)."""
 _CONTENT_CHARS = 4000
 _ARTIFACT_BYTES = 64_000  # a larger artifact is not kept: the answer comes without it
 _POLL = 0.05  # seconds between two looks at a call another worker is running
+# ``hashlib.sha256()`` sets up a new OpenSSL digest on each call, dear on the fresh worker
+# thread a tool node runs each call on; a copy of one made here is cheaper, same digest
+_SHA256 = hashlib.sha256()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,10 +132,9 @@ class RunLedger:
             "status": "started",
             "started_at": time.time(),  # wall clock: how long another worker may still run it
         }
-        if args is not None and (kept := _small_json(dict(args))) is not None:
-            entry["args"] = kept
+        entry, text = _with_small_json(entry, "args", None if args is None else dict(args))
         ns, key = self._ns(thread_id), _key(call_id, int(entry["executions"]))
-        return entry if claim(store, ns, key, entry) else None
+        return entry if claim(store, ns, key, entry, text=text) else None
 
     def finish(
         self,
@@ -155,12 +157,12 @@ class RunLedger:
         value = {
             **old,
             "status": "done" if ok else "failed",
-            "digest": hashlib.sha256(content.encode()).hexdigest()[:16],
+            "digest": _digest(content),
             "content": content[:_CONTENT_CHARS],
         }
-        if (kept := _small_json(artifact)) is not None:
-            value["artifact"] = kept
-        overwrite(store, self._ns(thread_id), _key(call_id, int(old["executions"])), value)
+        value, text = _with_small_json(value, "artifact", artifact)
+        key = _key(call_id, int(old["executions"]))
+        overwrite(store, self._ns(thread_id), key, value, text=text)
 
     def void(self, store: BaseStore, thread_id: str, entry: Mapping[str, Any]) -> None:
         """Record that a started execution never happened (a reconcile or a human said
@@ -224,6 +226,28 @@ def _small_json(value: Any) -> Any:
     except (TypeError, ValueError):
         return None
     return value if len(text) <= _ARTIFACT_BYTES else None
+
+
+def _with_small_json(value: dict[str, Any], name: str, extra: Any) -> tuple[dict[str, Any], str]:
+    """``value`` with ``name: extra`` added when ``extra`` is small JSON (as ``_small_json``
+    decides), and its JSON text: the one encoding both the check and the write need."""
+    if extra is not None:
+        candidate = {**value, name: extra}
+        try:
+            text = json.dumps(candidate)
+        except (TypeError, ValueError):
+            pass
+        else:  # extra's JSON is a part of the text: a text this short proves it small
+            if len(text) <= _ARTIFACT_BYTES or _small_json(extra) is not None:
+                return candidate, text
+    return value, json.dumps(value)
+
+
+def _digest(content: str) -> str:
+    """The first 16 hex digits of the SHA-256 of ``content``."""
+    sha = _SHA256.copy()
+    sha.update(content.encode())
+    return sha.hexdigest()[:16]
 
 
 def _key(call_id: str, execution: int) -> str:
