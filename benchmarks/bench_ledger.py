@@ -2,9 +2,10 @@
 
 One graph step runs one no-op tool call through ``ToolCallGuard().tool_node``; the ledger
 adds two writes to the graph's store (the claim of the execution before the tool runs, its
-outcome after, each one SQL statement on SQLite; the ledger is read only when a claim fails): InMemory, or SQLite on a file,
-bare and with the graph checkpointed to the same file as a deployment has it. The ratio is
-per call, measured in one run with the two variants alternating.
+outcome after, each one SQL statement on SQLite; the ledger is read only when a claim
+fails): InMemory, or SQLite on a file, bare and with the graph checkpointed to the same
+file as a deployment has it. The ratio is per call, measured in one run with the two
+variants alternating every few calls.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from langgraph.store.memory import InMemoryStore
 
 from agent_guards.tool_guard import RunLedger, ToolCallGuard, annotate_tool
 from benchmarks._timing import median_us
+
+_BLOCK = 10  # calls of one variant between two switches
 
 
 @tool
@@ -62,16 +65,26 @@ def _runner(graph: Any) -> Any:
     return run
 
 
+def _round(ledgered: Any, plain: Any, calls: int) -> tuple[float, float]:
+    """One round: ``calls`` of each variant, interleaved in blocks of ``_BLOCK`` calls in
+    ABBA order, so a change in the machine's load weighs on both alike; the mean
+    microseconds per call of each."""
+    blocks, size = max(1, calls // _BLOCK), min(calls, _BLOCK)
+    us = {ledgered: 0.0, plain: 0.0}
+    for block in range(blocks):
+        for fn in (ledgered, plain) if block % 2 == 0 else (plain, ledgered):
+            us[fn] += median_us(fn, calls=size, repeats=1) / blocks
+    return us[ledgered], us[plain]
+
+
 def _ratio(store: Any, calls: int, label: str, saver: Any = None) -> tuple[float, float, float]:
-    """Median over alternating rounds of (with ledger / without), and the two medians.
-    Each measurement keeps its ledger apart (``label``): every call is a first execution."""
+    """Median over rounds of (with ledger / without), and the two medians. Each
+    measurement keeps its ledger apart (``label``): every call is a first execution."""
     plain = _runner(_graph(store, None, saver))
     ledgered = _runner(_graph(store, RunLedger(namespace=("bench", label)), saver))
-    plain(), ledgered()  # warm up
-    rounds = [
-        (median_us(ledgered, calls=calls, repeats=1), median_us(plain, calls=calls, repeats=1))
-        for _ in range(15)
-    ]
+    for _ in range(_BLOCK):  # warm up
+        plain(), ledgered()
+    rounds = [_round(ledgered, plain, calls) for _ in range(15)]
     ratio = statistics.median(w / wo for w, wo in rounds)
     return ratio, statistics.median(w for w, _ in rounds), statistics.median(wo for _, wo in rounds)
 
