@@ -38,6 +38,7 @@ from agent_guards.core.state import (
     StateKeys,
     Usage,
     keep_last,
+    merge_ledger,
     merge_usage,
 )
 
@@ -69,6 +70,7 @@ __all__ = [
     "effect_from_metadata",
     "effects_of_tools",
     "keep_last",
+    "merge_ledger",
     "merge_usage",
     "now_from_config",
     "parse_verdict",
