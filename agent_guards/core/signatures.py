@@ -97,6 +97,12 @@ def _json_default(value: Any) -> Any:
         return f"<{type(value).__name__}>"
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
+)
+"""What ``json.dumps`` would build for every call signature, built once (it keeps no state)."""
+
+
 def canonical_args(args: Any, *, ignore_keys: frozenset[str] = DEFAULT_IGNORED_ARG_KEYS) -> str:
     """Canonical JSON of tool-call args: sorted keys, volatile keys dropped, strings stripped.
 
@@ -110,10 +116,7 @@ def canonical_args(args: Any, *, ignore_keys: frozenset[str] = DEFAULT_IGNORED_A
             args = json.loads(args)
         except ValueError:
             return "<raw>" + " ".join(args.split())
-    cleaned = _clean(args, ignore_keys)
-    return json.dumps(
-        cleaned, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
-    )
+    return _CANONICAL.encode(_clean(args, ignore_keys))
 
 
 def call_signature(

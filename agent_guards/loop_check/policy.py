@@ -6,7 +6,7 @@ Import it from ``agent_guards.loop_check``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -222,12 +222,18 @@ class LoopPolicy(Policy):
     def loop_scan_options(self) -> ScanOptions:
         """How :func:`detect_loop` reads a history: across user turns (each action knows
         its turn), with context summaries and sub-agent stops, and text failures."""
-        return replace(
-            self.scan_options(),
+        return ScanOptions(
+            window=self.window,
+            interactive=self.mode == "interactive",
+            guard_names=self.guard_names,
+            ignore_keys=self.ignore_arg_keys,
+            scope_keys=self.scope_keys,
+            normalizers=self.normalizers,
+            effects=self.effects,
             across_turns=True,
             markers=True,
             failure_prefixes=self.failure_prefixes,
-        )
+        )  # scan_options() and these three, built at once (a replace() costs as much again)
 
 
 def _thresholds(raw: Mapping[str, Any]) -> dict[str, tuple[int | None, int]]:
