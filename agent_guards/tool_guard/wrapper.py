@@ -358,11 +358,13 @@ class ToolCallGuard:
             if not allowed:
                 message, blocked = self._blocked(request, state, plan)
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
+        if plan.kind == "retry" and plan.delay > 0:
+            self.sleep(plan.delay)
+        # the retry's token is taken when it is about to reach the tool, after the backoff:
+        # the cap holds on the retries the tool sees per slot, whatever each one waited
         if plan.kind == "retry" and not self._token(request):
             message, blocked = self._no_token(request, plan)
             return self._outcome(request, message, plan, failure=blocked, executions=0)
-        if plan.kind == "retry" and plan.delay > 0:
-            self.sleep(plan.delay)
         plan, where = self._where(request, plan)
         started = self._claim(request, plan, where)
         if isinstance(started, Plan):  # the ledger knows this call: answered, not run
@@ -392,11 +394,11 @@ class ToolCallGuard:
             if not allowed:
                 message, blocked = self._blocked(request, state, plan)
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
-        if plan.kind == "retry" and not await self._atoken(request):
-            message, blocked = self._no_token(request, plan)
-            return self._outcome(request, message, plan, failure=blocked, executions=0)
         if plan.kind == "retry" and plan.delay > 0:
             await self.asleep(plan.delay)
+        if plan.kind == "retry" and not await self._atoken(request):  # after the backoff
+            message, blocked = self._no_token(request, plan)
+            return self._outcome(request, message, plan, failure=blocked, executions=0)
         plan, where = self._where(request, plan)
         started = await self._off_loop(self._claim, request, plan, where)
         if isinstance(started, Plan):  # the ledger knows this call: answered, not run
