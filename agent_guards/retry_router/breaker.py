@@ -519,11 +519,23 @@ class RetryBudget(Policy):
             raise TypeError(f"RetryBudget.clock must be a callable, got {self.clock!r}")
 
     def acquire(self, store: BaseStore, tool: str, *, now: float | None = None) -> bool:
-        """Take one retry token for ``tool`` in the current slot; False when none is left."""
-        at = float(self.clock() if now is None else now)
-        slot = int(at // float(self.per))  # type: ignore[arg-type]
+        """Take one retry token for ``tool`` in the current slot; False when none is left.
+
+        On the real clock a token counts only when the slot has not ended while it was
+        claimed (a busy store can take that long): the retry then starts in the slot its
+        token belongs to. Else a token of the slot now running is taken instead."""
+        for _ in range(3):
+            at = float(self.clock() if now is None else now)
+            slot = int(at // float(self.per))  # type: ignore[arg-type]
+            if not self._take(store, tool, slot, at):
+                return False
+            if now is not None or int(self.clock() // float(self.per)) == slot:  # type: ignore[arg-type]
+                return True
+        return False
+
+    def _take(self, store: BaseStore, tool: str, slot: int, at: float) -> bool:
         taken = _search(store, self.namespace, filter={"tool": tool, "slot": slot},
-                             limit=self.max_retries)  # fmt: skip
+                        limit=self.max_retries)  # fmt: skip
         token = {"tool": tool, "slot": slot, "at": at}
         for i in range(len(taken), self.max_retries):
             if _claim(store, self.namespace, f"{tool}|{slot}|{i}", token):

@@ -437,6 +437,17 @@ def test_retry_budget_tokens_per_slot_and_tool() -> None:
     assert budget.acquire(store, "q", now=12.0) is True
 
 
+def test_a_token_claimed_while_its_slot_ended_is_replaced_by_one_of_the_next_slot() -> None:
+    """A busy store can take long enough that the slot ends during the claim: the retry
+    would then start in a slot whose count it is not in. It takes a token of that slot."""
+    times = iter([9.99, 10.01, 10.02, 10.03])  # the claim of slot 9 ends in slot 10
+    store = InMemoryStore()
+    budget = RetryBudget(max_retries=2, per=1.0, clock=lambda: next(times))
+    assert budget.acquire(store, "q") is True
+    slots = sorted(item.value["slot"] for item in store.search(("agent_guards", "retry_budget")))
+    assert slots == [9, 10]  # the slot-9 token is spent; the retry counts in slot 10
+
+
 def test_retry_budget_is_shared_by_concurrent_callers() -> None:
     store = InMemoryStore()
     budget = RetryBudget(max_retries=5, per=60.0)
