@@ -209,31 +209,24 @@ class LoopPolicy(Policy):
 
     def scan_options(self) -> ScanOptions:
         """How this policy reads a history."""
-        return ScanOptions(
-            window=self.window,
-            interactive=self.mode == "interactive",
-            guard_names=self.guard_names,
-            ignore_keys=self.ignore_arg_keys,
-            scope_keys=self.scope_keys,
-            normalizers=self.normalizers,
-            effects=self.effects,
-        )
+        return ScanOptions(**self._scan_fields())
 
     def loop_scan_options(self) -> ScanOptions:
         """How :func:`detect_loop` reads a history: across user turns (each action knows
         its turn), with context summaries and sub-agent stops, and text failures."""
-        return ScanOptions(
-            window=self.window,
-            interactive=self.mode == "interactive",
-            guard_names=self.guard_names,
-            ignore_keys=self.ignore_arg_keys,
-            scope_keys=self.scope_keys,
-            normalizers=self.normalizers,
-            effects=self.effects,
-            across_turns=True,
-            markers=True,
-            failure_prefixes=self.failure_prefixes,
-        )  # scan_options() and these three, built at once (a replace() costs as much again)
+        return ScanOptions(**self._scan_fields(), across_turns=True, markers=True,
+                           failure_prefixes=self.failure_prefixes)  # fmt: skip
+
+    def _scan_fields(self) -> dict[str, Any]:
+        return {
+            "window": self.window,
+            "interactive": self.mode == "interactive",
+            "guard_names": self.guard_names,
+            "ignore_keys": self.ignore_arg_keys,
+            "scope_keys": self.scope_keys,
+            "normalizers": self.normalizers,
+            "effects": self.effects,
+        }
 
 
 def _thresholds(raw: Mapping[str, Any]) -> dict[str, tuple[int | None, int]]:
