@@ -39,12 +39,8 @@ def now_from_config(config: RunnableConfig | None = None) -> datetime:
         return datetime.now(UTC)
     if is_number(value):
         return datetime.fromtimestamp(float(value), tz=UTC)
-    if isinstance(value, str):
+    if isinstance(value, (str, date)):  # a datetime is a date too
         return _pinned(value)
-    if isinstance(value, date):  # a datetime is a date too
-        parsed = to_datetime(value, item=None, field=f"configurable.{CONFIG_NOW_KEY}")
-        assert parsed is not None
-        return parsed
     raise TypeError(
         f"configurable[{CONFIG_NOW_KEY!r}] must be a datetime, ISO string, POSIX seconds "
         f"or a callable, got {type(value).__name__}"
@@ -52,9 +48,9 @@ def now_from_config(config: RunnableConfig | None = None) -> datetime:
 
 
 @functools.lru_cache(maxsize=256)
-def _pinned(text: str) -> datetime:
-    """A pinned clock string, parsed once: every node of a run reads the same one."""
-    parsed = to_datetime(text, item=None, field=f"configurable.{CONFIG_NOW_KEY}")
+def _pinned(value: str | date) -> datetime:
+    """A pinned clock, parsed once: every node of a run reads the same one."""
+    parsed = to_datetime(value, item=None, field=f"configurable.{CONFIG_NOW_KEY}")
     assert parsed is not None
     return parsed
 
