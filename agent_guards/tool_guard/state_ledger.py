@@ -8,15 +8,15 @@ view lets :class:`~agent_guards.tool_guard.RunLedger` run unchanged on top of th
 
 What state can and cannot keep, compared with a store:
 
-- it keeps the record of every execution (intent, outcome, effect, attempts, digest), the
-  per-call budget check against it, and a write that never reported back in the step that
-  ran it (a time limit) stays ``started``, so a retry of that call is reconciled, not re-run;
+- it keeps the record of every execution (intent, outcome, effect, attempts, digest) and
+  the per-call budget check against it; a call past its time limit stays ``started``, and
+  counted;
 - a node's update lands when the step ends, so an intent is not on record *before* the
   tool runs: a crash inside the tool node loses that step's entries with its messages;
 - the channel is part of the checkpoint, so a fork from an earlier checkpoint gets the
   ledger (and the budget) of that checkpoint back, and two workers share nothing.
 
-Those three are what a store gives; the docs say when to compile with one.
+The last two are what only a store gives; the docs say when to compile with one.
 
 Example:
     >>> from agent_guards.tool_guard import RunLedger
