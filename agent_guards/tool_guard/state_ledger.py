@@ -54,6 +54,7 @@ class StateLedger(BaseStore):
     def __init__(self, entries: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.entries: Mapping[str, Mapping[str, Any]] = entries or {}
         self.writes: dict[str, dict[str, Any]] = {}
+        self._sorted: list[str] | None = None  # the keys in order, for paging through them
 
     def _value(self, key: str) -> Mapping[str, Any] | None:
         return self.writes[key] if key in self.writes else self.entries.get(key)
@@ -72,10 +73,14 @@ class StateLedger(BaseStore):
             return Item(value=dict(value), key=op.key, namespace=op.namespace,
                         created_at=_EPOCH, updated_at=_EPOCH)  # fmt: skip
         if isinstance(op, PutOp) and op.value is not None:
+            if op.key not in self.writes and op.key not in self.entries:
+                self._sorted = None
             self.writes[op.key] = dict(op.value)
             return None
         if isinstance(op, SearchOp) and op.query is None and not op.filter:
-            keys = sorted({*self.entries, *self.writes})[op.offset : op.offset + op.limit]
+            if self._sorted is None:
+                self._sorted = sorted({*self.entries, *self.writes})
+            keys = self._sorted[op.offset : op.offset + op.limit]
             return [
                 SearchItem(op.namespace_prefix, key, dict(self._value(key) or {}), _EPOCH, _EPOCH)
                 for key in keys
