@@ -11,20 +11,23 @@ carries the filtered result.
 # tool's ``_run`` on every call (to find its config parameter), and evaluated annotations
 # are several times cheaper to read than strings it has to compile first.
 
+import asyncio
+import functools
+import inspect
+import json
+import typing
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
-from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, ToolException
+from langchain_core.runnables.config import set_config_context
+from langchain_core.tools import BaseTool
 from langsmith.run_helpers import tracing_context
 
 from agent_guards.evidence_resolve.boundary import identities_of, withhold
 
 __all__ = ["PermissionFilteredTool", "permission_filtered"]
-
-_CALL_ID = "permission_filtered"
 
 
 class PermissionFilteredTool(BaseTool):
@@ -34,16 +37,13 @@ class PermissionFilteredTool(BaseTool):
     inner: BaseTool
     response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
 
-    def _inner_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        tool_input = args[0] if args and not kwargs else kwargs
-        return {"type": "tool_call", "id": _CALL_ID, "name": self.inner.name, "args": tool_input}
-
-    def _filtered(self, out: Any, config: RunnableConfig) -> tuple[Any, Any]:
-        if not isinstance(out, ToolMessage):  # a Command or a bare value: nothing to filter
-            return out, None
-        if out.status == "error":
-            raise ToolException(out.content)
-        kept = withhold(out.content, out.artifact, identities_of(config))
+    def _filtered(self, out: Any, config: RunnableConfig) -> Any:
+        if not isinstance(out, tuple) or len(out) != 2:  # LangChain says what it expected
+            return out
+        content, artifact = out
+        if not isinstance(content, str | list):  # as the tool message would carry it
+            content = _stringify(content)
+        kept = withhold(content, artifact, identities_of(config))
         return kept.content, kept.artifact
 
     def _run(
@@ -52,9 +52,11 @@ class PermissionFilteredTool(BaseTool):
         config: RunnableConfig,
         run_manager: CallbackManagerForToolRun | None = None,
         **kwargs: Any,
-    ) -> tuple[Any, Any]:
-        with tracing_context(enabled=False):
-            out = self.inner.invoke(self._inner_call(args, kwargs), {**config, "callbacks": []})
+    ) -> Any:
+        func = type(self.inner)._run
+        with tracing_context(enabled=False), set_config_context(_quiet(config)) as context:
+            extra = _passed(func, config, CallbackManagerForToolRun)
+            out = context.run(self.inner._run, *args, **kwargs, **extra)
         return self._filtered(out, config)
 
     async def _arun(
@@ -63,12 +65,50 @@ class PermissionFilteredTool(BaseTool):
         config: RunnableConfig,
         run_manager: AsyncCallbackManagerForToolRun | None = None,
         **kwargs: Any,
-    ) -> tuple[Any, Any]:
-        with tracing_context(enabled=False):
-            out = await self.inner.ainvoke(
-                self._inner_call(args, kwargs), {**config, "callbacks": []}
-            )
+    ) -> Any:
+        inner = type(self.inner)
+        func = inner._run if inner._arun is BaseTool._arun else inner._arun  # as LangChain picks
+        with tracing_context(enabled=False), set_config_context(_quiet(config)) as context:
+            extra = _passed(func, config, AsyncCallbackManagerForToolRun)
+            coro = self.inner._arun(*args, **kwargs, **extra)
+            out = await asyncio.create_task(coro, context=context)
         return self._filtered(out, config)
+
+
+def _quiet(config: RunnableConfig) -> RunnableConfig:
+    """The run's config without its callbacks: what the inner tool and anything it calls
+    run with, so no trace or handler sees a result before it is filtered."""
+    return cast(RunnableConfig, {**config, "callbacks": []})
+
+
+def _passed(func: Any, config: RunnableConfig, manager: Any) -> dict[str, Any]:
+    """The keywords ``BaseTool.run`` adds to a tool's ``_run``: a run manager (here one
+    that reports to no one) and the run's config (without callbacks), when it takes them."""
+    takes_manager, config_param = _hooks(func)
+    extra: dict[str, Any] = {"run_manager": manager.get_noop_manager()} if takes_manager else {}
+    if config_param is not None:
+        extra[config_param] = _quiet(config)
+    return extra
+
+
+@functools.cache
+def _hooks(func: Any) -> tuple[bool, str | None]:
+    """Whether a tool class's ``_run``/``_arun`` takes ``run_manager``, and its
+    ``RunnableConfig`` parameter: read once per class (LangChain reads them per call)."""
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:  # unresolvable annotations: LangChain then passes no config either
+        hints = {}
+    config = next((name for name, hint in hints.items() if hint is RunnableConfig), None)
+    return "run_manager" in inspect.signature(func).parameters, config
+
+
+def _stringify(content: Any) -> str:
+    """Non-text content as a tool message carries it: JSON when it can be, else ``str``."""
+    try:
+        return json.dumps(content, ensure_ascii=False)
+    except Exception:
+        return str(content)
 
 
 def permission_filtered(tools: Sequence[Any]) -> list[Any]:

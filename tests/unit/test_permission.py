@@ -7,11 +7,12 @@ an error about an item nobody can tell the visibility of never names it.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.documents import Document
-from langchain_core.tools import tool
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.graph import START, StateGraph
 
 from agent_guards import Evidence, resolve_evidence
@@ -188,6 +189,74 @@ async def test_wrapped_tool_async_agrees() -> None:
     config: Any = {"configurable": {"principal": "analyst"}}
     sync, async_ = wrapped.invoke(_call(), config), await wrapped.ainvoke(_call(), config)
     assert (sync.content, sync.artifact) == (async_.content, async_.artifact)
+
+
+def test_the_wrapped_tool_runs_once_with_the_call_id_and_its_own_config() -> None:
+    runs: list[tuple[str, Any]] = []
+
+    @tool(response_format="content_and_artifact")
+    def cited(
+        query: str, call_id: Annotated[str, InjectedToolCallId], config: RunnableConfig
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """Search, naming the call."""
+        runs.append((call_id, config.get("callbacks")))
+        return CONTENT, [PUBLIC, SECRET]
+
+    [wrapped] = permission_filtered([cited])
+    msg = wrapped.invoke(_call("cited"), {"configurable": {"principal": "analyst"}})
+    assert _ids(msg.artifact) == ["pub"] and "30w" not in msg.content
+    assert runs == [("c1", [])]  # once, with the model's call id, and no callbacks
+
+
+def test_a_tool_error_is_worded_once_by_the_tool_own_handler() -> None:
+    from langchain_core.tools import ToolException
+
+    @tool(response_format="content_and_artifact")
+    def broken(query: str) -> tuple[str, list[dict[str, Any]]]:
+        """Fail."""
+        raise ToolException("index offline")
+
+    broken.handle_tool_error = lambda err: f"search failed: {err}"
+    [wrapped] = permission_filtered([broken])
+    msg = wrapped.invoke(_call("broken"), {"configurable": {"principal": "analyst"}})
+    assert (msg.status, msg.content) == ("error", "search failed: index offline")
+
+
+def test_nothing_the_tool_calls_inside_reaches_the_callbacks() -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.runnables import RunnableLambda
+
+    seen: list[str] = []
+
+    class Spy(BaseCallbackHandler):
+        def on_chain_end(self, outputs: Any, **kwargs: Any) -> None:
+            seen.append(repr(outputs))
+
+        def on_tool_end(self, output: Any, **kwargs: Any) -> None:
+            seen.append(repr(output))
+
+    fetch = RunnableLambda(lambda q: CONTENT)
+
+    @tool(response_format="content_and_artifact")
+    def nested(query: str) -> tuple[str, list[dict[str, Any]]]:
+        """Search through a chain."""
+        return fetch.invoke(query), [PUBLIC, SECRET]
+
+    [wrapped] = permission_filtered([nested])
+    config: Any = {"configurable": {"principal": "analyst"}, "callbacks": [Spy()]}
+    wrapped.invoke(_call("nested"), config)
+    assert len(seen) == 1 and "sec-9" not in seen[0] and "30w" not in seen[0]
+
+
+async def test_the_async_path_filters_what_a_coroutine_tool_returns() -> None:
+    @tool(response_format="content_and_artifact")
+    async def asearch(query: str) -> tuple[str, list[dict[str, Any]]]:
+        """Search, async."""
+        return CONTENT, [PUBLIC, SECRET]
+
+    [wrapped] = permission_filtered([asearch])
+    msg = await wrapped.ainvoke(_call("asearch"), {"configurable": {"principal": "analyst"}})
+    assert (msg.content, _ids(msg.artifact)) == ("pub: Over 50w needs review.", ["pub"])
 
 
 def test_wrapping_twice_is_wrapping_once() -> None:
