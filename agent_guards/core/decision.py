@@ -164,6 +164,16 @@ class GuardDecision:
             out[name] = list(out[name])
         return out
 
+    def _asdict(self) -> dict[str, Any]:
+        """The fields as they are (not copied), as a ``namedtuple`` gives them.
+
+        For checkpoints: LangGraph's encoder takes an object with ``_asdict`` down its
+        named-tuple path, ahead of its dataclass path, which first asks a runtime
+        ``Protocol`` (``isinstance(obj, SendProtocol)``) and so costs four times as much
+        per decision. Both write the same bytes (the module, the name and these fields),
+        loaded back with ``GuardDecision(**fields)``."""
+        return dict(self.__dict__)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GuardDecision:
         """Inverse of :meth:`to_dict`; unknown keys are rejected by name."""
