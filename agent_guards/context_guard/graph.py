@@ -347,7 +347,9 @@ class ContextGuardNode:
         decision = verdict.decision
         assert decision is not None
         if store is None:
-            decision = replace(decision, data={**decision.data, "archive_available": False})
+            # a copy with its own data, its fields taken as checked (replace checks them again)
+            decision = decision.with_context()
+            decision.data["archive_available"] = False
         update: dict[str, Any] = {"guard_log": [stamp(decision, config)]}
         if self.tally_key:
             update[self.tally_key] = verdict.tally

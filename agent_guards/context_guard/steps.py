@@ -9,6 +9,7 @@ from typing import Any
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.tools import BaseTool
 
 from agent_guards.context_guard.injection import InjectionPolicy, quote_untrusted, scan_injection
 from agent_guards.context_guard.model import ArchiveRecord
@@ -62,21 +63,33 @@ def make_counter(token_counter: TokenCounter | None) -> Counter:
     )
 
 
-_TOOL_TOKENS: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}
+_TOOL_TOKENS: dict[tuple[Any, ...], tuple[tuple[Any, ...], int]] = {}
+
+
+def _schema_key(tool: Any) -> tuple[Any, ...] | None:
+    """What a tool's schema (and so its tokens) is made from, when that is known without
+    building it: the tool's class, name, description and argument model. None otherwise."""
+    if isinstance(tool, BaseTool) and isinstance(tool.args_schema, type):
+        return (type(tool), tool.name, tool.description, tool.args_schema)
+    return None
 
 
 def tool_tokens(tools: Sequence[Any] | None) -> int:
-    """Tokens of the tool schemas, remembered per set of tool objects (a pure cache)."""
+    """Tokens of the tool schemas, remembered per set of tools (a pure cache): by what the
+    schemas are made from, so the same tools wrapped anew for each graph are counted once,
+    else by the tool objects themselves."""
     if not tools:
         return 0
-    key = tuple(map(id, tools))
+    keys = [_schema_key(t) for t in tools]
+    by_schema = all(k is not None for k in keys)
+    key = tuple(keys) if by_schema else tuple(map(id, tools))
     hit = _TOOL_TOKENS.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], tools, strict=True)):
+    if hit is not None and (by_schema or all(a is b for a, b in zip(hit[0], tools, strict=True))):
         return hit[1]
     n = count_tokens_approximately([], tools=list(tools))
     if len(_TOOL_TOKENS) >= 64:
         _TOOL_TOKENS.clear()
-    _TOOL_TOKENS[key] = (tuple(tools), n)
+    _TOOL_TOKENS[key] = ((), n) if by_schema else (tuple(tools), n)
     return n
 
 
@@ -96,10 +109,14 @@ def pin_items(pinned: Iterable[PinnedItem] | PinnedItem) -> list[Any]:
 
 
 def pin_extras(items: Sequence[Any]) -> list[BaseMessage]:
-    """Copies of the pinned messages, marked and given a stable id (one per id)."""
+    """Copies of the pinned messages, marked and given a stable id (one per id); a message
+    already marked and given an id (``pin_message``'s) is its own copy."""
     extras: dict[str, BaseMessage] = {}
     for item in items:
         if isinstance(item, BaseMessage):
+            if item.id and marker(item).get("role") == "pinned":
+                extras[item.id] = item
+                continue
             mid = item.id or f"agent_guards-pinned-{stable_hash(item.type, safe_str(item.content))}"
             extras[mid] = item.model_copy(
                 update={"id": mid, "additional_kwargs": with_marker(item, role="pinned")}

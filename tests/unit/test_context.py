@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -354,6 +355,74 @@ def test_tool_schemas_and_answer_reserve_count_against_the_budget() -> None:
     assert tool_tokens > 10 and with_tools.tokens == plain.tokens + tool_tokens
     assert with_tools.verdict == Verdict.NUDGE
     assert (reserved.budget, reserved.usage, reserved.reason) == (80, 0.75, "warning")
+
+
+def test_tool_schema_tokens_are_remembered_by_what_the_schema_is_made_of(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langchain_core.messages.utils import count_tokens_approximately
+    from langchain_core.tools import StructuredTool
+    from pydantic import BaseModel
+
+    from agent_guards.context_guard import steps
+
+    class Query(BaseModel):
+        query: str
+
+    def search(query: str) -> str:
+        return query
+
+    def make(description: str) -> StructuredTool:
+        # a new tool object each time, as a graph that wraps its tools makes them
+        return StructuredTool.from_function(search, description=description, args_schema=Query)
+
+    counted: list[int] = []
+
+    def count(messages: list[BaseMessage], *, tools: list[Any]) -> int:
+        counted.append(len(tools))
+        return count_tokens_approximately(messages, tools=tools)
+
+    monkeypatch.setattr(steps, "count_tokens_approximately", count)
+    monkeypatch.setattr(steps, "_TOOL_TOKENS", {})
+    first, again = make("Search the web."), make("Search the web.")
+    longer = make("Search the web for pages, news and papers on any topic at all.")
+    for tools in ([first], [again], [longer], [first, longer], [again, longer]):
+        assert steps.tool_tokens(tools) == count_tokens_approximately([], tools=list(tools))
+    assert first is not again and counted == [1, 1, 2]  # the same schemas counted once
+    assert steps.tool_tokens([longer]) > steps.tool_tokens([first])
+    schema = {"name": "search", "description": "Search.", "parameters": {}}
+    assert steps.tool_tokens([schema]) == steps.tool_tokens([schema]) > 0
+    assert counted == [1, 1, 2, 1]  # a schema dict: remembered per object
+
+
+def test_a_pin_message_is_pinned_as_it_is_and_equals_the_copy_it_replaces() -> None:
+    from agent_guards.context_guard.steps import pin_extras
+    from agent_guards.context_guard.summary import pin_message
+
+    pin = pin_message("constraints", {"region": "Shanghai"})
+    plain = HumanMessage("cite sources", id="rule")
+    [same, copied] = pin_extras([pin, plain])
+    assert same is pin and copied is not plain
+    assert copied.additional_kwargs == {"agent_guards": {"role": "pinned"}}
+    marked = pin.model_copy(update={"additional_kwargs": {**pin.additional_kwargs}})
+    assert same == marked  # what a copy marking it again would be
+    msgs = [SystemMessage("Be brief.", id="s"), HumanMessage("hi", id="h")]
+    v = fit_context(msgs, max_tokens=1000, pinned=[pin])
+    assert [m.id for m in v.messages] == ["s", pin.id, "h"] and v.messages[1] == marked
+
+
+def test_finish_without_a_store_records_it_on_a_copy_of_the_decision() -> None:
+    from agent_guards.context_guard.graph import context_guard_node
+
+    node = context_guard_node(1000)
+    state = {"messages": [SystemMessage("Be brief.", id="s"), HumanMessage("hi", id="h")]}
+    verdict, store = node.prepare(state, {})
+    assert store is None and verdict.decision is not None
+    update = node.finish(state, verdict, store, {})
+    [logged] = update["guard_log"]
+    assert logged.data == {**verdict.decision.data, "archive_available": False}
+    assert "archive_available" not in verdict.decision.data  # the verdict's own is left as is
+    assert logged == dataclasses.replace(verdict.decision, data=logged.data)
 
 
 @pytest.mark.parametrize(
