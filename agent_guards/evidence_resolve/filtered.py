@@ -53,9 +53,9 @@ class PermissionFilteredTool(BaseTool):
         run_manager: CallbackManagerForToolRun | None = None,
         **kwargs: Any,
     ) -> Any:
-        func = type(self.inner)._run
-        with tracing_context(enabled=False), set_config_context(_quiet(config)) as context:
-            extra = _passed(func, config, CallbackManagerForToolRun)
+        quiet = _quiet(config)
+        with tracing_context(enabled=False), set_config_context(quiet) as context:
+            extra = _passed(type(self.inner)._run, quiet, CallbackManagerForToolRun)
             out = context.run(self.inner._run, *args, **kwargs, **extra)
         return self._filtered(out, config)
 
@@ -68,8 +68,9 @@ class PermissionFilteredTool(BaseTool):
     ) -> Any:
         inner = type(self.inner)
         func = inner._run if inner._arun is BaseTool._arun else inner._arun  # as LangChain picks
-        with tracing_context(enabled=False), set_config_context(_quiet(config)) as context:
-            extra = _passed(func, config, AsyncCallbackManagerForToolRun)
+        quiet = _quiet(config)
+        with tracing_context(enabled=False), set_config_context(quiet) as context:
+            extra = _passed(func, quiet, AsyncCallbackManagerForToolRun)
             coro = self.inner._arun(*args, **kwargs, **extra)
             out = await asyncio.create_task(coro, context=context)
         return self._filtered(out, config)
@@ -81,13 +82,13 @@ def _quiet(config: RunnableConfig) -> RunnableConfig:
     return cast(RunnableConfig, {**config, "callbacks": []})
 
 
-def _passed(func: Any, config: RunnableConfig, manager: Any) -> dict[str, Any]:
+def _passed(func: Any, quiet: RunnableConfig, manager: Any) -> dict[str, Any]:
     """The keywords ``BaseTool.run`` adds to a tool's ``_run``: a run manager (here one
-    that reports to no one) and the run's config (without callbacks), when it takes them."""
+    that reports to no one) and the config (``quiet``), when it takes them."""
     takes_manager, config_param = _hooks(func)
     extra: dict[str, Any] = {"run_manager": manager.get_noop_manager()} if takes_manager else {}
     if config_param is not None:
-        extra[config_param] = _quiet(config)
+        extra[config_param] = quiet
     return extra
 
 
