@@ -112,12 +112,22 @@ def _stringify(content: Any) -> str:
         return str(content)
 
 
+def _fields_of(tool: BaseTool) -> dict[str, Any]:
+    """Every ``BaseTool`` field of ``tool`` (name, schema, metadata, provider extras, its own
+    callbacks, error handlers, ...), so the wrapper is the same tool to a model and a node."""
+    fields = {name: getattr(tool, name) for name in BaseTool.model_fields}
+    if tool.args_schema is None:  # a BaseTool subclass: the schema LangChain reads off _run
+        fields["args_schema"] = tool.get_input_schema()
+    return fields
+
+
 def permission_filtered(tools: Sequence[Any]) -> list[Any]:
     """``tools`` with each ``content_and_artifact`` tool wrapped in a
     :class:`PermissionFilteredTool` (other tools return no evidence and stay as they are).
 
-    The wrapper keeps the tool's name, description, argument schema, metadata (its effect
-    annotations) and tags, so models, ``ToolNode`` and the guards see the same tool.
+    The wrapper keeps every field of the tool (name, description, argument schema,
+    metadata with its effect annotations, tags, provider extras, its own callbacks and error
+    handlers), so models, ``ToolNode`` and the guards see the same tool.
 
     Example:
         >>> from langchain_core.tools import tool
@@ -140,19 +150,7 @@ def permission_filtered(tools: Sequence[Any]) -> list[Any]:
             and not isinstance(tool, PermissionFilteredTool)
             and tool.response_format == "content_and_artifact"
         ):
-            out.append(
-                PermissionFilteredTool(
-                    inner=tool,
-                    name=tool.name,
-                    description=tool.description,
-                    args_schema=tool.args_schema,
-                    metadata=tool.metadata,
-                    tags=tool.tags,
-                    return_direct=tool.return_direct,
-                    handle_tool_error=tool.handle_tool_error,
-                    handle_validation_error=tool.handle_validation_error,
-                )
-            )
+            out.append(PermissionFilteredTool(inner=tool, **_fields_of(tool)))
         else:
             out.append(tool)
     return out

@@ -259,6 +259,49 @@ async def test_the_async_path_filters_what_a_coroutine_tool_returns() -> None:
     assert (msg.content, _ids(msg.artifact)) == ("pub: Over 50w needs review.", ["pub"])
 
 
+def test_a_tool_class_without_args_schema_keeps_the_arguments_the_model_sees() -> None:
+    from langchain_core.tools import BaseTool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    class Lookup(BaseTool):
+        name: str = "lookup"
+        description: str = "Look up a policy."
+        response_format: Any = "content_and_artifact"
+
+        def _run(self, query: str, limit: int = 3) -> tuple[str, list[dict[str, Any]]]:
+            return f"{query}: {CONTENT}", [PUBLIC, SECRET][:limit]
+
+    inner = Lookup()
+    [wrapped] = permission_filtered([inner])
+    schema = convert_to_openai_tool(wrapped)["function"]["parameters"]
+    assert schema == convert_to_openai_tool(inner)["function"]["parameters"]
+    assert sorted(schema["properties"]) == ["limit", "query"]
+    call = {"type": "tool_call", "id": "c1", "name": "lookup", "args": {"query": "q", "limit": 2}}
+    msg = wrapped.invoke(call, {"configurable": {"principal": "analyst"}})
+    assert (msg.content, _ids(msg.artifact)) == ("q: pub: Over 50w needs review.", ["pub"])
+
+
+def test_the_wrapper_keeps_the_tool_fields_and_its_own_callbacks_see_the_filtered_end() -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    seen: list[str] = []
+
+    class Spy(BaseCallbackHandler):
+        def on_tool_end(self, output: Any, **kwargs: Any) -> None:
+            seen.append(repr(output))
+
+    @tool(response_format="content_and_artifact", extras={"cache_control": {"type": "ephemeral"}})
+    def tagged(query: str) -> tuple[str, list[dict[str, Any]]]:
+        """Search, with provider extras."""
+        return CONTENT, [PUBLIC, SECRET]
+
+    tagged.callbacks, tagged.tags = [Spy()], ["policies"]
+    [wrapped] = permission_filtered([tagged])
+    assert (wrapped.extras, wrapped.tags) == (tagged.extras, ["policies"])
+    wrapped.invoke(_call("tagged"), {"configurable": {"principal": "analyst"}})
+    assert len(seen) == 1 and "sec-9" not in seen[0] and "30w" not in seen[0]
+
+
 def test_wrapping_twice_is_wrapping_once() -> None:
     [once] = permission_filtered([search])
     assert permission_filtered([once])[0] is once
