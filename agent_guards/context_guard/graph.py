@@ -268,17 +268,23 @@ class ContextGuardNode:
     messages_key: str
     tally_key: str | None = None
 
+    def state_pins(self, state: Any) -> list[BaseMessage]:
+        """The pinned messages of ``state``'s ``pinned_keys``, as this node places them right
+        after the leading system messages. A node that writes a new history can put them
+        there itself: the fit then finds them in place and rewrites nothing."""
+        return [
+            pin_message(k, v)
+            for k in self.pinned_keys
+            if (v := state_value(state, k)) not in _EMPTY
+        ]
+
     def prepare(
         self, state: Any, config: RunnableConfig
     ) -> tuple[ContextVerdict, BaseStore | None]:
         messages = state_value(state, self.messages_key) or []
         if not isinstance(messages, (list, tuple)):
             messages = list(messages)
-        pins: list[str | BaseMessage] = [
-            pin_message(k, v)
-            for k in self.pinned_keys
-            if (v := state_value(state, k)) not in _EMPTY
-        ]
+        pins: list[str | BaseMessage] = list(self.state_pins(state))
         if self.pinned_ids_key:
             ids = state_value(state, self.pinned_ids_key) or ()
             if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):

@@ -70,3 +70,42 @@ def test_the_agent_node_sends_the_fitted_context() -> None:
     }  # fmt: skip
     ids = [m.id for m in out["step_messages"]]  # the fit, then the agent's own message
     assert ids.index(tally["last"]) == tally["n"] - 1 == len(ids) - 2
+
+
+def test_a_step_starts_with_its_pin_in_place_so_its_first_fit_rewrites_nothing() -> None:
+    from langchain_core.messages import RemoveMessage, SystemMessage
+
+    plan = {"steps": [{"id": f"s{i}", "description": f"read page {i}", "tool": "page"}
+                      for i in (1, 2)]}  # fmt: skip
+    script = RoleScript(
+        parse_goal=[json.dumps({"intent": "read", "dimensions": ["pages"]})],
+        plan=[json.dumps({**plan, "reason": "read"})],
+        agent={"*": [tool_call_message("page", {"i": 1}), "done"]},
+        review=[json.dumps({"action": "continue"})],
+    )
+    model = script.model()
+    graph = build_graph(model, [page], checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t", "agent_guards_now": "2026-06-01"}}
+    graph.invoke({"messages": [("user", "read the report")]}, config)
+
+    agent_writes = [
+        value
+        for snapshot in graph.get_state_history(config)
+        for task in snapshot.tasks
+        if task.name == "agent" and task.result
+        for value in [task.result.get("step_messages") or []]
+    ]
+    assert len(agent_writes) == 4  # two model calls per step, two steps
+    assert all(not isinstance(m, RemoveMessage) for w in agent_writes for m in w)
+    first_calls = [  # each step's first agent call
+        c for c in model.calls if "Step s" in str(c[-1].content) and c[-1].type == "human"
+    ]
+    assert len(first_calls) == 2
+    for call in first_calls:  # the step prompt, the pinned brief, the brief
+        pin = call[1]
+        assert isinstance(pin, SystemMessage) and pin.id == "agent_guards-pinned-context_pins"
+        assert [type(m).__name__ for m in call] == [
+            "SystemMessage",
+            "SystemMessage",
+            "HumanMessage",
+        ]
