@@ -66,6 +66,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 
+from agent_guards import guard_serializer
 from agent_guards.context_guard.tokens import count_tokens_cjk
 from agent_guards.core.effects import annotate_tool
 from agent_guards.middleware import (
@@ -535,7 +536,8 @@ def run_case(
         tools=scenario.tools(executed),
         system_prompt=SYSTEM,
         middleware=_middleware(variant, scenario, model, ctx),
-        checkpointer=InMemorySaver(),
+        # as the README sets one up: the guard types load back without LangGraph's warning
+        checkpointer=InMemorySaver(serde=guard_serializer()),
     )
     config: Any = {
         "configurable": {"thread_id": "t"},
