@@ -322,9 +322,9 @@ class Nodes:
         if (outcome := self.stop_now(state, config)) is not None:
             return Command(goto="evidence_resolve", update={"outcome": outcome})
         brief = step_brief(state, step)
-        pins = {"goal": brief}
-        # the pinned goal where context_guard keeps it: its first fit of the step rewrites nothing
-        placed = self.context.state_pins({"context_pins": pins}) if self.context else []
+        pinned = {"context_pins": {"goal": brief}}
+        # the pinned brief where context_guard keeps it: its first fit of the step rewrites nothing
+        placed = self.context.state_pins(pinned) if self.context is not None else []
         return Command(
             goto=self.first,
             update={
@@ -336,7 +336,7 @@ class Nodes:
                     *placed,
                     HumanMessage(brief),
                 ],
-                "context_pins": pins,
+                **pinned,
                 "usage": {"steps": 1},
                 "step_started_at": now_from_config(config).timestamp(),  # timeout_s from here
             },

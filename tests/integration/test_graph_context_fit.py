@@ -89,11 +89,10 @@ def test_a_step_starts_with_its_pin_in_place_so_its_first_fit_rewrites_nothing()
     graph.invoke({"messages": [("user", "read the report")]}, config)
 
     agent_writes = [
-        value
+        task.result.get("step_messages") or []
         for snapshot in graph.get_state_history(config)
         for task in snapshot.tasks
         if task.name == "agent" and task.result
-        for value in [task.result.get("step_messages") or []]
     ]
     assert len(agent_writes) == 4  # two model calls per step, two steps
     assert all(not isinstance(m, RemoveMessage) for w in agent_writes for m in w)
