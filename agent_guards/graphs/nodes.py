@@ -321,26 +321,26 @@ class Nodes:
             return Command(goto="evidence_resolve")
         if (outcome := self.stop_now(state, config)) is not None:
             return Command(goto="evidence_resolve", update={"outcome": outcome})
-        brief = step_brief(state, step)
-        pinned = {"context_pins": {"goal": brief}}
-        # the pinned brief where context_guard keeps it: its first fit of the step rewrites nothing
-        placed = self.context.state_pins(pinned) if self.context is not None else []
-        return Command(
-            goto=self.first,
-            update={
-                "plans": [mark_step(current, step.id, StepStatus.RUNNING)],
-                "current_step": step.id,
-                "step_messages": [
-                    RemoveMessage(id=REMOVE_ALL_MESSAGES),
-                    SystemMessage(STEP_PROMPT),
-                    *placed,
-                    HumanMessage(brief),
-                ],
-                **pinned,
-                "usage": {"steps": 1},
-                "step_started_at": now_from_config(config).timestamp(),  # timeout_s from here
-            },
-        )
+        # The brief is sent once, as the step's human turn, and context_guard keeps it
+        # verbatim by its id (a compression never summarizes it away).
+        brief = HumanMessage(step_brief(state, step), id=f"agent_guards-brief-{step.id}")
+        update: dict[str, Any] = {
+            "plans": [mark_step(current, step.id, StepStatus.RUNNING)],
+            "current_step": step.id,
+            "step_messages": [
+                RemoveMessage(id=REMOVE_ALL_MESSAGES),
+                SystemMessage(STEP_PROMPT),
+                brief,
+            ],
+            "usage": {"steps": 1},
+            "step_started_at": now_from_config(config).timestamp(),  # timeout_s from here
+        }
+        if self.context is not None and self.context.pinned_ids_key:
+            update[self.context.pinned_ids_key] = [brief.id]
+        pins = state.get("context_pins")
+        if isinstance(pins, Mapping) and "goal" in pins:  # 0.1 pinned each step's brief there
+            update["context_pins"] = {k: v for k, v in pins.items() if k != "goal"}
+        return Command(goto=self.first, update=update)
 
     def agent(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
         """The step's model call, after context_guard fitted ``step_messages`` (its

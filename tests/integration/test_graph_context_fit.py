@@ -72,9 +72,8 @@ def test_the_agent_node_sends_the_fitted_context() -> None:
     assert ids.index(tally["last"]) == tally["n"] - 1 == len(ids) - 2
 
 
-def test_a_step_starts_with_its_pin_in_place_so_its_first_fit_rewrites_nothing() -> None:
-    from langchain_core.messages import RemoveMessage, SystemMessage
-
+def _two_step_run(**input_extra: Any) -> tuple[Any, Any, Any]:
+    """A two-step plan, one page per step: the graph, its scripted model, the run's config."""
     plan = {"steps": [{"id": f"s{i}", "description": f"read page {i}", "tool": "page"}
                       for i in (1, 2)]}  # fmt: skip
     script = RoleScript(
@@ -86,8 +85,14 @@ def test_a_step_starts_with_its_pin_in_place_so_its_first_fit_rewrites_nothing()
     model = script.model()
     graph = build_graph(model, [page], checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": "t", "agent_guards_now": "2026-06-01"}}
-    graph.invoke({"messages": [("user", "read the report")]}, config)
+    graph.invoke({"messages": [("user", "read the report")], **input_extra}, config)
+    return graph, model, config
 
+
+def test_a_step_sends_its_brief_once_and_its_first_fit_rewrites_nothing() -> None:
+    from langchain_core.messages import RemoveMessage, SystemMessage
+
+    graph, model, config = _two_step_run()
     agent_writes = [
         task.result.get("step_messages") or []
         for snapshot in graph.get_state_history(config)
@@ -99,12 +104,50 @@ def test_a_step_starts_with_its_pin_in_place_so_its_first_fit_rewrites_nothing()
     first_calls = [  # each step's first agent call
         c for c in model.calls if "Step s" in str(c[-1].content) and c[-1].type == "human"
     ]
-    assert len(first_calls) == 2
-    for call in first_calls:  # the step prompt, the pinned brief, the brief
-        pin = call[1]
-        assert isinstance(pin, SystemMessage) and pin.id == "agent_guards-pinned-context_pins"
-        assert [type(m).__name__ for m in call] == [
-            "SystemMessage",
-            "SystemMessage",
-            "HumanMessage",
-        ]
+    assert [c[-1].id for c in first_calls] == ["agent_guards-brief-s1", "agent_guards-brief-s2"]
+    for call in first_calls:  # the step prompt and the brief, once
+        assert [type(m) for m in call] == [SystemMessage, HumanMessage]
+        assert sum(str(call[-1].content) in str(m.content) for m in call) == 1
+    assert graph.get_state(config).values["context_pinned_ids"] == ["agent_guards-brief-s2"]
+
+
+def test_the_brief_outlives_a_compression_that_does_not_keep_the_last_human_turn() -> None:
+    """``context_pinned_ids`` keeps the brief, not only ``pin_last_human``."""
+    from agent_guards.context_guard import ContextPolicy
+
+    plan = {"steps": [{"id": "s1", "description": "read the pages", "tool": "page"}]}
+    script = RoleScript(
+        parse_goal=[json.dumps({"intent": "read", "dimensions": ["pages"]})],
+        plan=[json.dumps({**plan, "reason": "read"})],
+        agent={"*": [_reader]},
+        review=[json.dumps({"action": "finish"})],
+    )
+    model = script.model()
+    budget = Budget(max_steps=60, max_tool_calls=12, max_model_calls=40)
+    policies = Policies(
+        max_context_tokens=2000, budget=budget, context=ContextPolicy(pin_last_human=False)
+    )
+    graph = build_graph(model, [page], policies=policies, checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t", "agent_guards_now": "2026-06-01"}}
+    out = graph.invoke({"messages": [("user", "read the report")]}, config)
+
+    compressed = [d for d in out["guard_log"] if d.reason == "compressed"]
+    assert compressed
+    step_calls = [c for c in model.calls if any("[agent]" in str(m.content) for m in c)]
+    late = step_calls[-1]
+    assert any(m.id == compressed[-1].data["summary_id"] for m in late)  # it was compressed
+    assert "agent_guards-brief-s1" in [m.id for m in late]
+
+
+def test_a_thread_begun_by_0_1_drops_its_old_step_pin_and_keeps_the_users() -> None:
+    """0.1 pinned each step's brief under ``context_pins["goal"]``: a thread resumed on this
+    version would keep a stale brief pinned, so the next step removes it (and only it)."""
+    graph, model, config = _two_step_run(
+        context_pins={"goal": "Step s9: a stale brief", "region": "Shanghai"}
+    )
+    assert graph.get_state(config).values["context_pins"] == {"region": "Shanghai"}
+    agent_calls = [c for c in model.calls if any("[agent]" in str(m.content) for m in c)]
+    assert agent_calls
+    for call in agent_calls:
+        text = "\n".join(str(m.content) for m in call)
+        assert "Shanghai" in text and "stale brief" not in text
