@@ -45,6 +45,7 @@ GUARD_CHANNELS = (
     "goal",
     "step_messages",
     "context_pins",
+    "context_pinned_ids",
     "context_tally",
     "outcome",
 )

@@ -20,7 +20,7 @@ Measured on this run (bytes per super-step; median at 10 / 100 / 1000; mean 100-
   checkpoint carried the whole plan): 16 MB of SQLite for this run instead of 52 MB.
 * evidence (``delta_channel(merge_evidence)``): 0 / 0 / 0; mean 26 (1116 per checkpoint
   when it was a plain channel).
-* usage ~45, memory_verdict 394, goal 90, context_pins ~70, context_tally ~0.2 KB (a few
+* usage ~45, memory_verdict 394, goal 90, context_pinned_ids ~25, context_tally ~0.2 KB (a few
   numbers and ids), step_messages ~1.6 KB (cleared at each plan step): flat.
 * step_messages inside one long ReAct step grows with each tool call of that step,
   until the budget stops the step (bounded by ``max_tool_calls``, not by the run).
@@ -58,6 +58,7 @@ GUARD_CHANNELS = (
     "step_messages",
     "goal",
     "context_pins",
+    "context_pinned_ids",
     "context_tally",
 )
 FLAT = GUARD_CHANNELS
