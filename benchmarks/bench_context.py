@@ -12,6 +12,7 @@ the same history fitted from scratch).
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -62,17 +63,18 @@ def _timed(fn: Callable[[], ContextVerdict], repeats: int) -> tuple[float, Conte
     return statistics.median(samples), verdict
 
 
-def _growing(n: int, steps: int) -> list[float]:
-    """Per-call times of successive fits on a growing history, as the node runs them.
-
-    The history starts at ``n`` messages, fitted once; then each step appends a reply and
-    its tool result and fits again with the previous verdict's tally (what the node keeps
-    in state), so every call sees a longer history than the one before.
-    """
+def _grower(n: int) -> Callable[[], float]:
+    """Successive fits on a growing history, as the node runs them: each call of the
+    returned function appends a reply and its tool result to a history that started at
+    ``n`` messages (fitted once) and fits again with the previous verdict's tally (what
+    the node keeps in state); it returns the fit's microseconds."""
     history = _history(n)
     verdict = fit_context(history, max_tokens=10_000_000)
-    samples: list[float] = []
-    for i in range(n, n + steps):
+    count = itertools.count(n)
+
+    def step() -> float:
+        nonlocal verdict
+        i = next(count)
         call = {"name": "search", "args": {"q": f"more {i}"}, "id": f"m{i}"}
         history.extend(
             [
@@ -82,9 +84,11 @@ def _growing(n: int, steps: int) -> list[float]:
         )
         start = time.perf_counter()
         verdict = fit_context(history, max_tokens=10_000_000, tally=verdict.tally)
-        samples.append((time.perf_counter() - start) * 1e6)
+        elapsed = (time.perf_counter() - start) * 1e6
         assert verdict.reason == "within_budget" and not verdict.changed
-    return samples
+        return elapsed
+
+    return step
 
 
 def _under_threshold(repeats: int) -> list[dict[str, Any]]:
@@ -92,15 +96,20 @@ def _under_threshold(repeats: int) -> list[dict[str, Any]]:
     steps = 20 if repeats == 1 else 200
     sizes = (100, 1_000, 10_000)
     scratch: dict[int, float] = {}
-    for n in sizes:
-        _growing(n, 5)  # warm-up (memo, regex compile, imports)
-    # the sizes take turns, seven rounds of 200 calls each, and each size's figure is the
-    # median of all its calls: a busy moment of a shared machine weighs on every size alike
-    # (the quietest round alone swings by half from one run to the next)
+    for n in sizes:  # warm-up (memo, regex compile, imports)
+        warm = _grower(n)
+        for _ in range(5):
+            warm()
+    # the sizes take turns call by call (in a rotating order), so a busy moment of a shared
+    # machine weighs on every size alike; seven rounds, each on fresh histories, and each
+    # size's figure is the median of all its calls (one round's median alone swings by
+    # half or more from one round to the next here)
     pooled: dict[int, list[float]] = {n: [] for n in sizes}
     for _ in range(1 if repeats == 1 else 7):
-        for n in sizes:
-            pooled[n] += _growing(n, steps)
+        growers = {n: _grower(n) for n in sizes}
+        for i in range(steps):
+            for n in sizes[i % 3 :] + sizes[: i % 3]:
+                pooled[n].append(growers[n]())
     idle = {n: statistics.median(samples) for n, samples in pooled.items()}
     for n in sizes:
         calm = _history(n)
