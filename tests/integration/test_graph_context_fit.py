@@ -32,7 +32,9 @@ def _reader(messages: list[BaseMessage]) -> Any:
     return "done" if pages >= 3 and len(messages) > 14 else tool_call_message("page", {"i": pages})
 
 
-def test_the_agent_node_sends_the_fitted_context() -> None:
+def _read_pages(**policies: Any) -> tuple[Any, Any, Any]:
+    """One long step reading page after page into a 2,000-token window: the graph, its
+    scripted model and the run's final state."""
     plan = {"steps": [{"id": "s1", "description": "read the pages", "tool": "page"}]}
     script = RoleScript(
         parse_goal=[json.dumps({"intent": "read", "dimensions": ["pages"]})],
@@ -45,12 +47,15 @@ def test_the_agent_node_sends_the_fitted_context() -> None:
     graph = build_graph(
         model,
         [page],
-        policies=Policies(max_context_tokens=2000, budget=budget),
+        policies=Policies(max_context_tokens=2000, budget=budget, **policies),
         checkpointer=InMemorySaver(),
     )
     config: Any = {"configurable": {"thread_id": "t", "agent_guards_now": "2026-06-01"}}
-    out = graph.invoke({"messages": [("user", "read the report")]}, config)
+    return graph, model, graph.invoke({"messages": [("user", "read the report")]}, config)
 
+
+def test_the_agent_node_sends_the_fitted_context() -> None:
+    graph, model, out = _read_pages()
     fits = [d for d in out["guard_log"] if d.guard == "context_guard"]
     step_calls = [c for c in model.calls if any("Step s1" in str(m.content) for m in c)]
     # one decision per model call of the step, and one before the call the budget stopped
@@ -62,7 +67,7 @@ def test_the_agent_node_sends_the_fitted_context() -> None:
     for i in compressed:
         sent = step_calls[i]
         assert any(m.id == fits[i].data["summary_id"] for m in sent)
-        assert sum(isinstance(m, HumanMessage) for m in sent) <= 3  # brief, pin, summary
+        assert sum(isinstance(m, HumanMessage) for m in sent) == 2  # the brief, the summary
     assert all(d.data["tokens"] <= d.data["budget"] for d in fits)
     tally = out["context_tally"]
     assert tally is not None and set(tally) <= {
@@ -115,22 +120,7 @@ def test_the_brief_outlives_a_compression_that_does_not_keep_the_last_human_turn
     """``context_pinned_ids`` keeps the brief, not only ``pin_last_human``."""
     from agent_guards.context_guard import ContextPolicy
 
-    plan = {"steps": [{"id": "s1", "description": "read the pages", "tool": "page"}]}
-    script = RoleScript(
-        parse_goal=[json.dumps({"intent": "read", "dimensions": ["pages"]})],
-        plan=[json.dumps({**plan, "reason": "read"})],
-        agent={"*": [_reader]},
-        review=[json.dumps({"action": "finish"})],
-    )
-    model = script.model()
-    budget = Budget(max_steps=60, max_tool_calls=12, max_model_calls=40)
-    policies = Policies(
-        max_context_tokens=2000, budget=budget, context=ContextPolicy(pin_last_human=False)
-    )
-    graph = build_graph(model, [page], policies=policies, checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": "t", "agent_guards_now": "2026-06-01"}}
-    out = graph.invoke({"messages": [("user", "read the report")]}, config)
-
+    _, model, out = _read_pages(context=ContextPolicy(pin_last_human=False))
     compressed = [d for d in out["guard_log"] if d.reason == "compressed"]
     assert compressed
     step_calls = [c for c in model.calls if any("[agent]" in str(m.content) for m in c)]
