@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
-from agent_guards.tool_guard.claims import claim, overwrite
+from agent_guards.tool_guard.claims import claim, count, overwrite
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -192,14 +192,18 @@ class RunLedger:
 
     def done_writes(self, store: BaseStore, thread_id: str) -> list[dict[str, Any]]:
         """The thread's completed executions that may have changed the world (writes,
-        idempotent writes, unknown tools), newest first: what a cancel may have to undo."""
-        found, offset = [], 0
+        idempotent writes, unknown tools), newest first: what a cancel may have to undo.
+        Only this thread's: a store whose search matches by string prefix would also
+        return the items of a thread whose id starts with this one."""
+        ns, found, offset = self._ns(thread_id), [], 0
         while True:
-            page = store.search(self._ns(thread_id), limit=100, offset=offset)
+            page = store.search(ns, limit=100, offset=offset)
             found += [
                 dict(item.value)
                 for item in page
-                if item.value.get("status") == "done" and item.value.get("effect") != "read"
+                if tuple(item.namespace) == ns
+                and item.value.get("status") == "done"
+                and item.value.get("effect") != "read"
             ]
             if len(page) < 100:
                 return sorted(found, key=lambda e: -float(e.get("started_at", 0)))
@@ -207,14 +211,9 @@ class RunLedger:
 
     def executions(self, store: BaseStore, thread_id: str) -> int:
         """Every execution recorded for the thread, whatever checkpoint or worker ran it
-        (one item per execution; a start that never happened is not counted)."""
-        total, offset = 0, 0
-        while True:
-            page = store.search(self._ns(thread_id), limit=100, offset=offset)
-            total += sum(1 for item in page if item.value.get("status") != "not_run")
-            if len(page) < 100:
-                return total
-            offset += 100
+        (one item per execution; a start that never happened is not counted). One
+        ``COUNT`` on SQLite and PostgreSQL stores, read before every budgeted call."""
+        return count(store, self._ns(thread_id), status_not="not_run")
 
 
 def _small_json(value: Any) -> Any:

@@ -12,7 +12,7 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 
 from agent_guards.persistence import open_persistence
-from agent_guards.tool_guard.claims import claim, is_atomic, overwrite
+from agent_guards.tool_guard.claims import claim, count, is_atomic, overwrite
 
 NS = ("agent_guards", "ledger", "t1")
 
@@ -81,3 +81,40 @@ async def test_claims_on_async_postgres_run_from_a_worker_thread(postgres_url: s
         second = await asyncio.to_thread(claim, store, NS, "apg#1", {"by": "b"})
         assert (first, second) == (True, False)
         assert (await store.aget(NS, "apg#1")).value == {"by": "a"}
+
+
+def _fill(run: Any, prefix: str) -> None:
+    """Items for ``count``: two that count in ``(prefix, "t1")``, and four that do not."""
+    run(claim, ("led", prefix, "t1"), "a", {"status": "done"})  # the ledger's own insert
+    run(claim, ("led", prefix, "t1"), "b", {"status": "started"})
+    run(overwrite, ("led", prefix, "t1"), "c", {"status": "not_run"})  # the store's put
+    run(claim, ("led", prefix, "t10"), "d", {"status": "done"})
+    run(claim, ("led", prefix, "t1", "sub"), "e", {"status": "done"})
+    run(claim, ("led", prefix, "T1"), "f", {"status": "done"})
+
+
+@pytest.mark.parametrize(
+    "kind", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_count_reads_one_namespace_exactly(kind: str, tmp_path: Path, pg: str | None) -> None:
+    with sync_store(kind, tmp_path, pg) as store:
+        _fill(lambda fn, *args: fn(store, *args), f"sync-{kind}")
+        assert count(store, ("led", f"sync-{kind}", "t1"), status_not="not_run") == 2
+
+
+async def test_count_on_async_stores_runs_from_a_worker_thread(tmp_path: Path) -> None:
+    async with async_sqlite(tmp_path) as store:
+        ns = ("led", "async-sqlite", "t1")
+        await asyncio.to_thread(_fill, lambda fn, *args: fn(store, *args), "async-sqlite")
+        assert await asyncio.to_thread(count, store, ns, status_not="not_run") == 2
+
+
+@pytest.mark.postgres
+async def test_count_on_async_postgres_runs_from_a_worker_thread(postgres_url: str) -> None:
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    async with AsyncPostgresStore.from_conn_string(postgres_url) as store:
+        await store.setup()
+        ns = ("led", "async-postgres", "t1")
+        await asyncio.to_thread(_fill, lambda fn, *args: fn(store, *args), "async-postgres")
+        assert await asyncio.to_thread(count, store, ns, status_not="not_run") == 2

@@ -1,0 +1,73 @@
+"""The run ledger reads one thread's entries only, whatever the store's search matches.
+
+``langgraph-checkpoint-sqlite`` 3.1.0 (the floor the ``sqlite`` extra declares) searched a
+namespace prefix with ``LIKE 'agent_guards.ledger.t1%'``: the ledger of thread ``t1`` also
+returned thread ``t10``'s entries, so ``t1`` was charged ``t10``'s tool calls and a cancel
+of ``t1`` would have compensated ``t10``'s writes. ``make floors`` runs this file on 3.1.0.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.store.memory import InMemoryStore
+from langgraph.store.sqlite import SqliteStore
+
+from agent_guards.tool_guard import RunLedger
+from agent_guards.tool_guard.claims import count
+
+LEDGER = RunLedger()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield InMemoryStore()
+        return
+    conn = sqlite3.connect(tmp_path / "ledger.sqlite", check_same_thread=False,
+                           isolation_level=None)  # fmt: skip
+    with closing(conn):
+        sqlite_store = SqliteStore(conn)
+        sqlite_store.setup()
+        yield sqlite_store
+
+
+def _run(store: Any, thread: str, call: str, *, effect: str = "write") -> dict[str, Any]:
+    entry = LEDGER.start(store, thread, call, tool="invoice", signature=f"invoice|{call}",
+                         effect=effect, previous={})  # fmt: skip
+    assert entry is not None
+    LEDGER.finish(store, thread, call, content=f"created {call}", ok=True, started=entry)
+    return entry
+
+
+def test_a_thread_is_charged_its_own_executions_only(store: Any) -> None:
+    _run(store, "t1", "a")
+    for i in range(3):
+        _run(store, "t10", f"b{i}")
+    _run(store, "t1-retry", "c")
+    voided = _run(store, "t1", "d")
+    LEDGER.void(store, "t1", voided)  # it never happened: not counted
+    assert LEDGER.executions(store, "t1") == 1
+    assert LEDGER.executions(store, "t10") == 3
+    assert LEDGER.executions(store, "nobody") == 0
+
+
+def test_a_cancel_sees_its_own_thread_s_writes_only(store: Any) -> None:
+    _run(store, "t1", "a")
+    _run(store, "t1", "r", effect="read")
+    _run(store, "t10", "b")
+    assert [e["call_id"] for e in LEDGER.done_writes(store, "t1")] == ["a"]
+
+
+def test_count_skips_sub_namespaces_and_counts_entries_without_a_status(store: Any) -> None:
+    store.put(("led", "t1"), "x", {"status": "done"})
+    store.put(("led", "t1"), "y", {"other": 1})  # no status: counted
+    store.put(("led", "t1"), "z", {"status": "not_run"})
+    store.put(("led", "t1", "sub"), "w", {"status": "done"})
+    store.put(("led", "t10"), "v", {"status": "done"})
+    assert count(store, ("led", "t1"), status_not="not_run") == 2
