@@ -242,10 +242,12 @@ def _visible_items(items: Iterable[Any], identities: frozenset[str]) -> dict[str
     for position, raw in enumerate(checked_items(items, field="items")):
         seen = may_see(raw, identities)
         if seen is None:
-            # nobody can tell who may see it, so the error must not name it (nor its value)
+            # nobody can tell who may see it, so the error names its position, never its
+            # id or value
             raise InvalidInputError(
                 f"the item at position {position} has a malformed access list (a string or a "
                 "list of non-empty strings is expected); it is withheld",
+                item=f"#{position}",
                 field="allowed",
             )
         if not seen:

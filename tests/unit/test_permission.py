@@ -307,25 +307,35 @@ def test_wrapping_twice_is_wrapping_once() -> None:
     assert permission_filtered([once])[0] is once
 
 
-# -- B: a malformed ACL never names the item ------------------------------------------
+# -- B: a malformed ACL never names the item's id, only its position --------------------
 
 
 @pytest.mark.parametrize(
-    "make",
+    ("make", "position"),
     [
-        lambda: Evidence("sec-9", "k", "30w", allowed=[["legal"]]),
-        lambda: Evidence("sec-9", "k", "30w", allowed=[3]),
-        lambda: resolve_evidence([{**SECRET, "allowed": [["legal"]]}], principal="legal"),
-        lambda: resolve_evidence([{**SECRET, "allowed": {"legal": 1}}], principal="analyst"),
-        lambda: resolve_evidence(
-            [PUBLIC, Document("x", id="sec-9", metadata={"claim_key": "k", "acl": [1]})]
+        (lambda: Evidence("sec-9", "k", "30w", allowed=[["legal"]]), None),
+        (lambda: Evidence("sec-9", "k", "30w", allowed=[3]), None),
+        (lambda: resolve_evidence([{**SECRET, "allowed": [["legal"]]}], principal="legal"), "#0"),
+        (
+            lambda: resolve_evidence([{**SECRET, "allowed": {"legal": 1}}], principal="analyst"),
+            "#0",
+        ),
+        (
+            lambda: resolve_evidence(
+                [PUBLIC, Document("x", id="sec-9", metadata={"claim_key": "k", "acl": [1]})]
+            ),
+            "#1",
         ),
     ],
 )
-def test_a_malformed_acl_error_names_the_field_not_the_item(make: Any) -> None:
+def test_a_malformed_acl_error_names_the_field_and_position_not_the_id(
+    make: Any, position: str | None
+) -> None:
+    """A list of items names the item by its position (the id stays unsaid); a lone
+    ``Evidence`` has no position to give."""
     with pytest.raises(InvalidInputError) as err:
         make()
-    assert (err.value.item, err.value.field) == (None, "allowed")
+    assert (err.value.item, err.value.field) == (position, "allowed")
     assert "sec-9" not in str(err.value) and "30w" not in str(err.value)
 
 
@@ -338,7 +348,7 @@ def test_an_acl_key_on_a_dict_is_an_access_list() -> None:
     assert "sec-9" in (*seen.selected_ids, *seen.conflicting_ids, *seen.dropped_ids)
 
 
-def test_node_records_a_malformed_acl_without_the_item() -> None:
+def test_node_records_a_malformed_acl_by_position_without_the_id() -> None:
     g = StateGraph(EvidenceState)
     g.add_node("evidence_resolve", create_evidence_resolve())
     g.add_edge(START, "evidence_resolve")
@@ -347,6 +357,6 @@ def test_node_records_a_malformed_acl_without_the_item() -> None:
     out = g.compile().invoke(state, {"configurable": {"principal": "analyst"}})
     [decision] = out["guard_log"]
     assert decision.reason == "invalid_input"
-    assert decision.data["field"] == "allowed" and decision.dropped_ids == ()
+    assert decision.data["field"] == "allowed" and decision.data["item"] == "#1"
     text = repr(decision) + json.dumps(decision.to_dict(), default=str)
     assert "sec-9" not in text and "30w" not in text and "legal only" not in text
