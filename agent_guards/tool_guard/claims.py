@@ -14,9 +14,8 @@ async variants. Any other store falls back to read-then-write, which is atomic o
 within one process; ``is_atomic(store)`` says which applies.
 
 ``count`` counts the items of exactly one namespace in one SQL statement on the same
-stores (``search`` would decode every item, and on ``langgraph-checkpoint-sqlite`` before
-3.1.1 its prefix ``t1`` also matched the namespace ``t10``); elsewhere it pages through
-``search`` and keeps that namespace's items only.
+stores (``search`` would decode every item); elsewhere it counts ``items``, which pages
+through ``search`` and keeps that namespace's items only.
 
 Example:
     >>> from langgraph.store.memory import InMemoryStore
@@ -36,9 +35,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from langgraph.store.base import BaseStore
+    from collections.abc import Iterator
 
-__all__ = ["claim", "count", "is_atomic", "overwrite"]
+    from langgraph.store.base import BaseStore, Item
+
+__all__ = ["claim", "count", "is_atomic", "items", "overwrite"]
 
 _LOCK = threading.Lock()  # serializes read-then-write claims within this process
 
@@ -219,16 +220,19 @@ def count(store: BaseStore, namespace: tuple[str, ...], *, status_not: str) -> i
             cursor.execute(_POSTGRES_COUNT, (prefix, status_not))
             row = cursor.fetchone()
             return int(row["count"] if isinstance(row, Mapping) else row[0])
-    total, offset = 0, 0
+    return sum(1 for item in items(store, namespace) if item.value.get("status") != status_not)
+
+
+def items(store: BaseStore, namespace: tuple[str, ...]) -> Iterator[Item]:
+    """Every item of ``namespace`` itself (not its sub-namespaces), a page of ``search``
+    at a time. A store whose search matches by string prefix (``langgraph-checkpoint-sqlite``
+    before 3.1.1) also returns the namespace ``t10`` for ``t1``: those are skipped."""
+    offset = 0
     while True:
         page = store.search(namespace, limit=_PAGE, offset=offset)
-        total += sum(
-            1
-            for item in page
-            if tuple(item.namespace) == namespace and item.value.get("status") != status_not
-        )
+        yield from (item for item in page if tuple(item.namespace) == namespace)
         if len(page) < _PAGE:
-            return total
+            return
         offset += _PAGE
 
 

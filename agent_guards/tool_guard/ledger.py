@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
-from agent_guards.tool_guard.claims import claim, count, overwrite
+from agent_guards.tool_guard.claims import claim, count, items, overwrite
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -192,22 +192,14 @@ class RunLedger:
 
     def done_writes(self, store: BaseStore, thread_id: str) -> list[dict[str, Any]]:
         """The thread's completed executions that may have changed the world (writes,
-        idempotent writes, unknown tools), newest first: what a cancel may have to undo.
-        Only this thread's: a store whose search matches by string prefix would also
-        return the items of a thread whose id starts with this one."""
-        ns, found, offset = self._ns(thread_id), [], 0
-        while True:
-            page = store.search(ns, limit=100, offset=offset)
-            found += [
-                dict(item.value)
-                for item in page
-                if tuple(item.namespace) == ns
-                and item.value.get("status") == "done"
-                and item.value.get("effect") != "read"
-            ]
-            if len(page) < 100:
-                return sorted(found, key=lambda e: -float(e.get("started_at", 0)))
-            offset += 100
+        idempotent writes, unknown tools), newest first: what a cancel may have to undo
+        (this thread's only, never those of a thread whose id starts with this one)."""
+        found = [
+            dict(item.value)
+            for item in items(store, self._ns(thread_id))
+            if item.value.get("status") == "done" and item.value.get("effect") != "read"
+        ]
+        return sorted(found, key=lambda e: -float(e.get("started_at", 0)))
 
     def executions(self, store: BaseStore, thread_id: str) -> int:
         """Every execution recorded for the thread, whatever checkpoint or worker ran it
