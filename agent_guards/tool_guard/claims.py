@@ -32,14 +32,16 @@ import asyncio
 import json
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Coroutine, Iterator
 
     from langgraph.store.base import BaseStore, Item
 
 __all__ = ["claim", "count", "is_atomic", "items", "overwrite"]
+
+T = TypeVar("T")
 
 _LOCK = threading.Lock()  # serializes read-then-write claims within this process
 
@@ -102,11 +104,7 @@ def claim(
     kind = _kind(store)
     prefix = ".".join(namespace)
     if kind and getattr(store, "loop", None) is not None:  # AsyncSqliteStore, AsyncPostgresStore
-        future = asyncio.run_coroutine_threadsafe(
-            _aclaim(store, kind, prefix, key, value, text=text),
-            store.loop,  # type: ignore[attr-defined]
-        )
-        return future.result()
+        return _on_loop(store, _aclaim(store, kind, prefix, key, value, text=text))
     if kind == "sqlite":
         return _sqlite_write(store, _SQLITE, (prefix, key, text or _json(value))) == 1
     if kind == "postgres":
@@ -116,6 +114,16 @@ def claim(
             return False
         store.put(namespace, key, dict(value), index=False)
         return True
+
+
+def _on_loop(store: Any, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on an async store's event loop from this (worker) thread; its result."""
+    return asyncio.run_coroutine_threadsafe(coro, store.loop).result()
+
+
+def _count_of(row: Any) -> int:
+    """``COUNT(*)`` from a row, a tuple or a psycopg ``dict_row``."""
+    return int(row["count"] if isinstance(row, Mapping) else row[0])
 
 
 def _sqlite_write(store: Any, sql: str, params: tuple[str, ...]) -> int:
@@ -206,20 +214,15 @@ def count(store: BaseStore, namespace: tuple[str, ...], *, status_not: str) -> i
     """
     kind, prefix = _kind(store), ".".join(namespace)
     if kind and getattr(store, "loop", None) is not None:  # AsyncSqliteStore, AsyncPostgresStore
-        future = asyncio.run_coroutine_threadsafe(
-            _acount(store, kind, prefix, status_not),
-            store.loop,  # type: ignore[attr-defined]
-        )
-        return future.result()
+        return _on_loop(store, _acount(store, kind, prefix, status_not))
     if kind == "sqlite":  # a read: no transaction; the cursor holds the store's lock
         with store._cursor(transaction=False) as cursor:  # type: ignore[attr-defined]
             cursor.execute(_SQLITE_COUNT, (prefix, status_not))
-            return int(cursor.fetchone()[0])
+            return _count_of(cursor.fetchone())
     if kind == "postgres":  # the store's lock, as for a claim
         with store.lock, store._cursor() as cursor:  # type: ignore[attr-defined]
             cursor.execute(_POSTGRES_COUNT, (prefix, status_not))
-            row = cursor.fetchone()
-            return int(row["count"] if isinstance(row, Mapping) else row[0])
+            return _count_of(cursor.fetchone())
     return sum(1 for item in items(store, namespace) if item.value.get("status") != status_not)
 
 
@@ -241,5 +244,4 @@ async def _acount(store: Any, kind: str, prefix: str, status_not: str) -> int:
     cursor_of = store._cursor(transaction=False) if kind == "sqlite" else store._cursor()
     async with cursor_of as cursor:
         await cursor.execute(sql, (prefix, status_not))
-        row = await cursor.fetchone()
-        return int(row["count"] if isinstance(row, Mapping) else row[0])
+        return _count_of(await cursor.fetchone())
