@@ -4,12 +4,14 @@ One graph step runs one no-op tool call through ``ToolCallGuard().tool_node``; t
 adds two writes to the graph's store (the claim of the execution before the tool runs, its
 outcome after, each one SQL statement on SQLite; the ledger is read only when a claim
 fails): InMemory, or SQLite on a file, bare and with the graph checkpointed to the same
-file as a deployment has it. The ratio is per call, measured in one run with the two
-variants alternating every few calls.
+file as a deployment has it; and through ``ainvoke``, on InMemoryStore and AsyncSqliteStore.
+The ratio is per call, measured in one run with the two variants alternating every few
+calls.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import sqlite3
 import statistics
@@ -51,16 +53,19 @@ def _graph(store: Any, ledger: RunLedger | None, saver: Any = None) -> Any:
     return builder.compile(store=store, checkpointer=saver)
 
 
-def _runner(graph: Any) -> Any:
+def _runner(graph: Any, loop: asyncio.AbstractEventLoop | None = None) -> Any:
+    """One call per run; through ``ainvoke`` on ``loop`` when one is given."""
     ids = itertools.count()
 
     def run() -> None:
         n = next(ids)
         call = {"name": "noop", "args": {"i": n}, "id": f"c{n}"}
-        graph.invoke(
-            {"messages": [AIMessage("", tool_calls=[call])]},
-            {"configurable": {"thread_id": f"t{n % 50}"}},
-        )
+        state = {"messages": [AIMessage("", tool_calls=[call])]}
+        config = {"configurable": {"thread_id": f"t{n % 50}"}}
+        if loop is None:
+            graph.invoke(state, config)
+        else:
+            loop.run_until_complete(graph.ainvoke(state, config))
 
     return run
 
@@ -77,16 +82,40 @@ def _round(ledgered: Any, plain: Any, calls: int) -> tuple[float, float]:
     return us[ledgered], us[plain]
 
 
-def _ratio(store: Any, calls: int, label: str, saver: Any = None) -> tuple[float, float, float]:
+def _ratio(
+    store: Any, calls: int, label: str, saver: Any = None, loop: Any = None
+) -> tuple[float, float, float]:
     """Median over rounds of (with ledger / without), and the two medians. Each
     measurement keeps its ledger apart (``label``): every call is a first execution."""
-    plain = _runner(_graph(store, None, saver))
-    ledgered = _runner(_graph(store, RunLedger(namespace=("bench", label)), saver))
+    plain = _runner(_graph(store, None, saver), loop)
+    ledgered = _runner(_graph(store, RunLedger(namespace=("bench", label)), saver), loop)
     for _ in range(_BLOCK):  # warm up
         plain(), ledgered()
     rounds = [_round(ledgered, plain, calls) for _ in range(15)]
     ratio = statistics.median(w / wo for w, wo in rounds)
     return ratio, statistics.median(w for w, _ in rounds), statistics.median(wo for _, wo in rounds)
+
+
+def _async_ratios(calls: int, db: Path) -> tuple[tuple[float, float, float], ...]:
+    """The same measurement through ``ainvoke``: on InMemoryStore, and on AsyncSqliteStore
+    (a file in WAL mode, as above), whose connection runs each statement in its own thread."""
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    loop = asyncio.new_event_loop()
+    try:
+        memory = _ratio(InMemoryStore(), calls, "async-memory", loop=loop)
+        opened = AsyncSqliteStore.from_conn_string(str(db))
+        store = loop.run_until_complete(opened.__aenter__())
+        try:
+            loop.run_until_complete(store.setup())
+            for pragma in ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL"):
+                loop.run_until_complete(store.conn.execute(pragma))
+            sqlite = _ratio(store, calls, "async-sqlite", loop=loop)
+        finally:
+            loop.run_until_complete(opened.__aexit__(None, None, None))
+    finally:
+        loop.close()
+    return memory, sqlite
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
@@ -112,10 +141,13 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         deployed = _ratio(store, calls, "deployed", saver)
         saver.conn.close()
         conn.close()
+        async_memory, async_sqlite = _async_ratios(calls, Path(tmp) / "async.sqlite")
     for name, (ratio, with_us, without_us) in (
         ("InMemoryStore", memory),
         ("SqliteStore", sqlite),
         ("SqliteStore, graph checkpointed by SqliteSaver", deployed),
+        ("InMemoryStore, async graph (ainvoke)", async_memory),
+        ("AsyncSqliteStore, async graph (ainvoke)", async_sqlite),
     ):
         rows.append(
             {

@@ -31,15 +31,26 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from agent_guards.tool_guard.state_ledger import StateLedger
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterator
 
     from langgraph.store.base import BaseStore, Item
 
-__all__ = ["claim", "count", "is_atomic", "items", "overwrite"]
+__all__ = [
+    "aclaim",
+    "aoverwrite",
+    "claim",
+    "count",
+    "in_process",
+    "is_atomic",
+    "items",
+    "overwrite",
+]
 
 T = TypeVar("T")
 
@@ -87,6 +98,16 @@ def is_atomic(store: BaseStore) -> bool:
     return bool(_kind(store))
 
 
+def in_process(store: BaseStore) -> bool:
+    """Whether the store's sync API does no I/O: LangGraph's ``InMemoryStore`` (a subclass
+    may add I/O, so the class itself only) or the ledger's view of state. An async caller
+    may call it on the event loop, where a hop to a worker thread costs more than the call."""
+    kind = type(store)
+    return kind is StateLedger or (
+        kind.__module__ == "langgraph.store.memory" and kind.__name__ == "InMemoryStore"
+    )
+
+
 def claim(
     store: BaseStore,
     namespace: tuple[str, ...],
@@ -114,6 +135,30 @@ def claim(
             return False
         store.put(namespace, key, dict(value), index=False)
         return True
+
+
+async def aclaim(
+    store: BaseStore,
+    namespace: tuple[str, ...],
+    key: str,
+    value: Mapping[str, Any],
+    *,
+    text: str | None = None,
+) -> bool:
+    """:func:`claim` from the event loop: awaited on an async store, run here on a store
+    that does no I/O, in a worker thread on any other."""
+    kind = _kind(store)
+    if kind and getattr(store, "loop", None) is not None:
+        return await _aclaim(store, kind, ".".join(namespace), key, value, text=text)
+    return await _off_loop(store, claim, store, namespace, key, value, text=text)
+
+
+async def _off_loop(store: BaseStore, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``func(*args, **kwargs)``, a sync call on ``store``, from the event loop: here when
+    the store does no I/O, else in a worker thread."""
+    if in_process(store):
+        return func(*args, **kwargs)
+    return await asyncio.to_thread(func, *args, **kwargs)
 
 
 def _on_loop(store: Any, coro: Coroutine[Any, Any, T]) -> T:
@@ -162,13 +207,38 @@ async def _aclaim(
     store: Any, kind: str, prefix: str, key: str, value: Mapping[str, Any], *, text: str | None
 ) -> bool:
     if kind == "sqlite":
-        async with store._cursor() as cursor:
-            await cursor.execute(_SQLITE, (prefix, key, text or _json(value)))
-            return bool(cursor.rowcount == 1)
+        return await _asqlite_write(store, _SQLITE, (prefix, key, text or _json(value))) == 1
     from psycopg.types.json import Jsonb
 
     async with store._cursor() as cursor:
         await cursor.execute(_POSTGRES, (prefix, key, Jsonb(dict(value))))
+        return bool(cursor.rowcount == 1)
+
+
+async def _asqlite_write(store: Any, sql: str, params: tuple[str, ...]) -> int:
+    """:func:`_sqlite_write` on an ``AsyncSqliteStore``. Its connection runs every call in
+    a thread of its own, so a lone statement in autocommit mode is one trip there where
+    ``_cursor()`` takes five (``BEGIN``, cursor, statement, close, ``COMMIT``)."""
+    if not store.is_setup:
+        await store.setup()
+    async with store.lock:
+        conn = store.conn
+        if conn.isolation_level is None and not conn.in_transaction:
+            return int((await conn.execute(sql, params)).rowcount)
+    async with store._cursor() as cursor:
+        await cursor.execute(sql, params)
+        return int(cursor.rowcount)
+
+
+async def _aoverwrite(store: Any, kind: str, prefix: str, key: str, value: Mapping[str, Any],
+                      *, text: str | None) -> bool:  # fmt: skip
+    """The one-statement update of :func:`overwrite` on an async store; True when it did."""
+    if kind == "sqlite":
+        return await _asqlite_write(store, _SQLITE_UPDATE, (text or _json(value), prefix, key)) == 1
+    from psycopg.types.json import Jsonb
+
+    async with store._cursor() as cursor:
+        await cursor.execute(_POSTGRES_UPDATE, (Jsonb(dict(value)), prefix, key))
         return bool(cursor.rowcount == 1)
 
 
@@ -180,23 +250,44 @@ def overwrite(
     *,
     text: str | None = None,
 ) -> None:
-    """Set ``(namespace, key) = value``, as ``store.put(..., index=False)`` does; on a sync
-    SQLite or PostgreSQL store, an item that exists (a claim) is updated in one statement.
-    ``text`` as for :func:`claim`."""
-    kind = _kind(store)
-    if kind and getattr(store, "loop", None) is None:
-        prefix = ".".join(namespace)
-        if kind == "sqlite":
-            if _sqlite_write(store, _SQLITE_UPDATE, (text or _json(value), prefix, key)) == 1:
-                return
-        else:
-            from psycopg.types.json import Jsonb
+    """Set ``(namespace, key) = value``, as ``store.put(..., index=False)`` does; on a SQLite
+    or PostgreSQL store, sync or async, an item that exists (a claim) is updated in one
+    statement. ``text`` as for :func:`claim`."""
+    kind, prefix = _kind(store), ".".join(namespace)
+    if kind and getattr(store, "loop", None) is not None:  # AsyncSqliteStore, AsyncPostgresStore
+        done = _on_loop(store, _aoverwrite(store, kind, prefix, key, value, text=text))
+    elif kind == "sqlite":
+        done = _sqlite_write(store, _SQLITE_UPDATE, (text or _json(value), prefix, key)) == 1
+    elif kind == "postgres":
+        done = _postgres_update(store, prefix, key, value)
+    else:
+        done = False
+    if not done:  # no such item, or a store without SQL
+        store.put(namespace, key, dict(value), index=False)
 
-            with store.lock, store._cursor() as cursor:  # type: ignore[attr-defined]
-                cursor.execute(_POSTGRES_UPDATE, (Jsonb(dict(value)), prefix, key))
-                if cursor.rowcount == 1:
-                    return
-    store.put(namespace, key, dict(value), index=False)
+
+async def aoverwrite(
+    store: BaseStore,
+    namespace: tuple[str, ...],
+    key: str,
+    value: Mapping[str, Any],
+    *,
+    text: str | None = None,
+) -> None:
+    """:func:`overwrite` from the event loop, as :func:`aclaim` runs ``claim``."""
+    kind = _kind(store)
+    if not (kind and getattr(store, "loop", None) is not None):
+        await _off_loop(store, overwrite, store, namespace, key, value, text=text)
+    elif not await _aoverwrite(store, kind, ".".join(namespace), key, value, text=text):
+        await store.aput(namespace, key, dict(value), index=False)
+
+
+def _postgres_update(store: Any, prefix: str, key: str, value: Mapping[str, Any]) -> bool:
+    from psycopg.types.json import Jsonb
+
+    with store.lock, store._cursor() as cursor:  # the store's lock, as for a claim
+        cursor.execute(_POSTGRES_UPDATE, (Jsonb(dict(value)), prefix, key))
+        return bool(cursor.rowcount == 1)
 
 
 def count(store: BaseStore, namespace: tuple[str, ...], *, status_not: str) -> int:

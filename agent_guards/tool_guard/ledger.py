@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
-from agent_guards.tool_guard.claims import claim, count, items, overwrite
+from agent_guards.tool_guard.claims import aclaim, aoverwrite, claim, count, items, overwrite
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -122,6 +122,32 @@ class RunLedger:
         kept when they are small JSON (a cancel can then undo a write no plan step lists).
         """
         old = previous if previous is not None else self.entry(store, thread_id, call_id) or {}
+        ns, key, entry, text = self._intent(thread_id, call_id, old, tool=tool,
+                                            signature=signature, effect=effect,
+                                            attempt=attempt, args=args)  # fmt: skip
+        return entry if claim(store, ns, key, entry, text=text) else None
+
+    async def astart(
+        self, store: BaseStore, thread_id: str, call_id: str, *, previous: Mapping[str, Any],
+        **intent: Any,
+    ) -> dict[str, Any] | None:  # fmt: skip
+        """:meth:`start` from the event loop, for a caller that has read ``previous``."""
+        ns, key, entry, text = self._intent(thread_id, call_id, previous, **intent)
+        return entry if await aclaim(store, ns, key, entry, text=text) else None
+
+    def _intent(
+        self,
+        thread_id: str,
+        call_id: str,
+        old: Mapping[str, Any],
+        *,
+        tool: str,
+        signature: str,
+        effect: Effect | str,
+        attempt: int = 1,
+        args: Mapping[str, Any] | None = None,
+    ) -> tuple[tuple[str, ...], str, dict[str, Any], str]:
+        """Where the execution after ``old`` goes, its entry and the entry's JSON."""
         entry: dict[str, Any] = {
             "call_id": call_id,
             "tool": tool,
@@ -133,8 +159,7 @@ class RunLedger:
             "started_at": time.time(),  # wall clock: how long another worker may still run it
         }
         entry, text = _with_small_json(entry, "args", None if args is None else dict(args))
-        ns, key = self._ns(thread_id), _key(call_id, int(entry["executions"]))
-        return entry if claim(store, ns, key, entry, text=text) else None
+        return self._ns(thread_id), _key(call_id, int(entry["executions"])), entry, text
 
     def finish(
         self,
@@ -153,6 +178,30 @@ class RunLedger:
         when it is JSON and small, so a call answered from the ledger later brings it back.
         """
         old = started if started is not None else self.entry(store, thread_id, call_id)
+        ns, key, value, text = self._outcome(thread_id, call_id, old, content=content, ok=ok,
+                                             artifact=artifact)  # fmt: skip
+        overwrite(store, ns, key, value, text=text)
+
+    async def afinish(
+        self, store: BaseStore, thread_id: str, call_id: str, *, content: str, ok: bool,
+        started: Mapping[str, Any], artifact: Any = None,
+    ) -> None:  # fmt: skip
+        """:meth:`finish` from the event loop, for the entry :meth:`astart` wrote."""
+        ns, key, value, text = self._outcome(thread_id, call_id, started, content=content, ok=ok,
+                                             artifact=artifact)  # fmt: skip
+        await aoverwrite(store, ns, key, value, text=text)
+
+    def _outcome(
+        self,
+        thread_id: str,
+        call_id: str,
+        old: Mapping[str, Any] | None,
+        *,
+        content: str,
+        ok: bool,
+        artifact: Any,
+    ) -> tuple[tuple[str, ...], str, dict[str, Any], str]:
+        """Where the outcome of execution ``old`` goes, its value and the value's JSON."""
         old = old or {"call_id": call_id, "executions": 1}
         value = {
             **old,
@@ -161,8 +210,7 @@ class RunLedger:
             "content": content[:_CONTENT_CHARS],
         }
         value, text = _with_small_json(value, "artifact", artifact)
-        key = _key(call_id, int(old["executions"]))
-        overwrite(store, self._ns(thread_id), key, value, text=text)
+        return self._ns(thread_id), _key(call_id, int(old["executions"])), value, text
 
     def void(self, store: BaseStore, thread_id: str, entry: Mapping[str, Any]) -> None:
         """Record that a started execution never happened (a reconcile or a human said

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -38,6 +39,7 @@ from agent_guards.retry_router.classify import describe_failure, failure_message
 from agent_guards.retry_router.core import decide_failure
 from agent_guards.retry_router.model import Failure, FailureKind
 from agent_guards.retry_router.policy import RetryRouterPolicy
+from agent_guards.tool_guard.claims import in_process
 from agent_guards.tool_guard.deadline import ToolTimeoutError, arun_within, run_within
 from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger, grant, granted
 from agent_guards.tool_guard.plan import (
@@ -400,7 +402,7 @@ class ToolCallGuard:
             message, blocked = self._no_token(request, plan)
             return self._outcome(request, message, plan, failure=blocked, executions=0)
         plan, where = self._where(request, plan)
-        started = await self._off_loop(self._claim, request, plan, where)
+        started = await self._aclaim(request, plan, where)
         if isinstance(started, Plan):  # the ledger knows this call: answered, not run
             return self._answered(request, replace(started, ledger=where))
         try:
@@ -411,7 +413,7 @@ class ToolCallGuard:
         except Exception as err:
             (result, failure), extra = self._exception(request, err, plan), []
         if not _timed_out(failure):  # cancelled at the limit: what it did is unknown
-            await self._off_loop(self._ledger_finish, request, result, failure, started, where)
+            await self._aledger_finish(request, result, failure, started, where)
         if self.breaker is not None and self._record(request, failure):
             await self.breaker.arecord(self._store(request), tool, ok=failure is None)
         return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra)
@@ -582,10 +584,10 @@ class ToolCallGuard:
         than the budget: of the calls that run, the one counting last saw every one of
         them claimed. They may run fewer (both may give back)."""
         assert self.ledger is not None
-        if self.budget is None or self.budget.max_tool_calls is None:
+        limit = self._ledger_limit
+        if limit is None:
             return started
-        config = getattr(request.runtime, "config", None)
-        limit = self.budget.max_tool_calls + grant(config)[0]
+        limit += grant(getattr(request.runtime, "config", None))[0]
         spent = self.ledger.executions(store, thread)
         if spent <= limit:
             return started
@@ -610,7 +612,7 @@ class ToolCallGuard:
         if not (effect or Effect.UNKNOWN).changes_world:
             return dict(entry)
         if entry["status"] == "started":  # running elsewhere, or it never reported back
-            entry = self.ledger.outcome(store, thread, str(call["id"]), sleep=self.sleep) or {}
+            entry = self.ledger.outcome(store, thread, str(call["id"]), sleep=self._wait) or {}
         if entry.get("status") == "done":
             content, artifact = entry.get("content", ""), entry.get("artifact")
             return from_ledger(call, content, "recorded_outcome", policy=label, artifact=artifact)
@@ -646,13 +648,40 @@ class ToolCallGuard:
             )
         return None
 
-    async def _off_loop(self, func: Callable[..., T], *args: Any) -> T:
-        """Run a step that reads or writes the ledger off the event loop when the ledger is
-        on: async stores (``AsyncSqliteStore``, ``AsyncPostgresStore``) serve their sync
-        API from worker threads only. Without the ledger the step does no I/O."""
-        if self.ledger is None:
-            return func(*args)
-        return await asyncio.to_thread(func, *args)
+    async def _off_loop(self, func: Callable[..., T], request: ToolCallRequest, *args: Any) -> T:
+        """Run a step that reads or writes the ledger, ``func(request, *args)``, off the
+        event loop when the ledger's store does I/O: async stores (``AsyncSqliteStore``,
+        ``AsyncPostgresStore``) serve their sync API from worker threads only, and a sync
+        store's I/O would block the loop.
+
+        Without the ledger, with the ledger in state or in an ``InMemoryStore``, the step
+        does no I/O and runs here, unless it has to wait for a call another task is
+        running: blocking the loop would keep that task from finishing, so the step starts
+        over in a worker thread (it has written nothing before it waits)."""
+        store = self.store or getattr(request.runtime, "store", None)
+        if self.ledger is None or store is None or in_process(store):
+            token = _ON_LOOP.set(True)
+            try:
+                return func(request, *args)
+            except _WouldBlock:
+                pass
+            finally:
+                _ON_LOOP.reset(token)
+        return await asyncio.to_thread(func, request, *args)
+
+    def _wait(self, seconds: float) -> None:
+        """``sleep`` while the ledger waits for another worker's outcome; on the event loop
+        it must not block (see :meth:`_off_loop`)."""
+        if _ON_LOOP.get():
+            raise _WouldBlock
+        self.sleep(seconds)
+
+    @property
+    def _ledger_limit(self) -> int | None:
+        """``max_tool_calls`` when the ledger counts the thread's executions against it."""
+        if self.ledger is None or self.budget is None:
+            return None
+        return self.budget.max_tool_calls
 
     def _policy_label(self) -> str:
         return self.loop.label if self.loop is not None else ""
@@ -668,18 +697,23 @@ class ToolCallGuard:
         """Claim the execution after ``previous`` and record the intent: the entry written,
         or None when that execution is already claimed."""
         assert self.ledger is not None
-        call = request.tool_call
-        return self.ledger.start(
-            store,
-            thread,
-            str(call["id"]),
-            tool=call["name"],
-            signature=retry_signature(call),
-            effect=plan.effect or Effect.UNKNOWN,
-            attempt=plan.attempt,
-            previous=previous,
-            args=call.get("args") if isinstance(call.get("args"), Mapping) else None,
-        )
+        call_id, intent = _intent(request, plan)
+        return self.ledger.start(store, thread, call_id, previous=previous, **intent)
+
+    async def _aclaim(
+        self, request: ToolCallRequest, plan: Plan, where: tuple[BaseStore, str] | None
+    ) -> dict[str, Any] | Plan | None:
+        """:meth:`_claim` from the event loop. A call running for the first time is one
+        awaited insert; a claim that fails or a budget to count again take the sync steps
+        (off the loop when they do I/O)."""
+        if where is None or self.ledger is None or self._ledger_limit is not None:
+            return await self._off_loop(self._claim, request, plan, where)
+        call_id, intent = _intent(request, plan)
+        previous = plan.recorded if plan.recorded is not None else {}
+        started = await self.ledger.astart(*where, call_id, previous=previous, **intent)
+        if started is not None:
+            return started
+        return await self._off_loop(self._claim, request, plan, where)
 
     def _ledger_finish(
         self,
@@ -692,15 +726,22 @@ class ToolCallGuard:
         """Record the outcome after the tool ran."""
         if where is None or self.ledger is None or started is None:
             return
-        message = result if isinstance(result, ToolMessage) else None
-        self.ledger.finish(
-            *where,
-            str(request.tool_call["id"]),
-            content=content_text(message.content) if message is not None else str(result),
-            ok=failure is None,
-            started=started,
-            artifact=message.artifact if message is not None and failure is None else None,
-        )
+        call_id = str(request.tool_call["id"])
+        self.ledger.finish(*where, call_id, started=started, **_outcome(result, failure))
+
+    async def _aledger_finish(
+        self,
+        request: ToolCallRequest,
+        result: Any,
+        failure: Failure | None,
+        started: dict[str, Any] | None,
+        where: tuple[BaseStore, str] | None,
+    ) -> None:
+        """:meth:`_ledger_finish` from the event loop."""
+        if where is None or self.ledger is None or started is None:
+            return
+        call_id = str(request.tool_call["id"])
+        await self.ledger.afinish(*where, call_id, started=started, **_outcome(result, failure))
 
     def __call__(self, request: ToolCallRequest, execute: Execute) -> Any:
         """Sync ``wrap_tool_call``."""
@@ -711,10 +752,42 @@ class ToolCallGuard:
 
     async def awrap(self, request: ToolCallRequest, execute: AExecute) -> Any:
         """Async ``awrap_tool_call`` (same decisions as the sync path)."""
-        plan = await self._off_loop(self.plan, request)
+        # planning reads the ledger only to count the tool budget
+        counts = self._ledger_limit is not None
+        plan = await self._off_loop(self.plan, request) if counts else self.plan(request)
         if plan.kind == "skip":
             return Command(update={})
         return self.finish(request, await self.arun_once(request, execute, plan))
+
+
+_ON_LOOP: ContextVar[bool] = ContextVar("agent_guards_ledger_on_loop", default=False)
+
+
+class _WouldBlock(Exception):
+    """A ledger step running on the event loop would have to wait."""
+
+
+def _intent(request: ToolCallRequest, plan: Plan) -> tuple[str, dict[str, Any]]:
+    """The call's id, and what the ledger records of it before it runs."""
+    call = request.tool_call
+    args = call.get("args")
+    return str(call["id"]), {
+        "tool": call["name"],
+        "signature": retry_signature(call),
+        "effect": plan.effect or Effect.UNKNOWN,
+        "attempt": plan.attempt,
+        "args": args if isinstance(args, Mapping) else None,
+    }
+
+
+def _outcome(result: Any, failure: Failure | None) -> dict[str, Any]:
+    """What the ledger records of a call's result after it ran."""
+    message = result if isinstance(result, ToolMessage) else None
+    return {
+        "content": content_text(message.content) if message is not None else str(result),
+        "ok": failure is None,
+        "artifact": message.artifact if message is not None and failure is None else None,
+    }
 
 
 def record_effect(message: ToolMessage, effect: Effect) -> ToolMessage:

@@ -12,7 +12,7 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 
 from agent_guards.persistence import open_persistence
-from agent_guards.tool_guard.claims import claim, count, is_atomic, overwrite
+from agent_guards.tool_guard.claims import aclaim, aoverwrite, claim, count, is_atomic, overwrite
 
 NS = ("agent_guards", "ledger", "t1")
 
@@ -118,3 +118,44 @@ async def test_count_on_async_postgres_runs_from_a_worker_thread(postgres_url: s
         ns = ("led", "async-postgres", "t1")
         await asyncio.to_thread(_fill, lambda fn, *args: fn(store, *args), "async-postgres")
         assert await asyncio.to_thread(count, store, ns, status_not="not_run") == 2
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["memory", "sqlite", "async-sqlite", pytest.param("async-postgres", marks=pytest.mark.postgres)],
+)  # fmt: skip
+async def test_aclaim_and_aoverwrite_from_the_event_loop(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The async forms on each store: one winner, the outcome written over the claim, a
+    key never claimed created."""
+    async with any_store(kind, tmp_path, request) as store:
+        ns = ("agent_guards", "ledger", kind)
+        assert await aclaim(store, ns, "c#1", {"status": "started", "by": "a"}) is True
+        assert await aclaim(store, ns, "c#1", {"status": "started", "by": "b"}) is False
+        await aoverwrite(store, ns, "c#1", {"status": "done", "by": "a"})
+        await aoverwrite(store, ns, "c#2", {"status": "not_run"})
+        read = [await asyncio.to_thread(store.get, ns, key) for key in ("c#1", "c#2")]
+        assert [item.value for item in read] == [
+            {"status": "done", "by": "a"},
+            {"status": "not_run"},
+        ]
+
+
+@asynccontextmanager
+async def any_store(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[Any]:
+    if kind in ("memory", "sqlite"):
+        with sync_store(kind, tmp_path, None) as store:
+            yield store
+    elif kind == "async-sqlite":
+        async with async_sqlite(tmp_path) as store:
+            yield store
+    else:
+        from langgraph.store.postgres.aio import AsyncPostgresStore
+
+        url = request.getfixturevalue("postgres_url")
+        async with AsyncPostgresStore.from_conn_string(url) as store:
+            await store.setup()
+            yield store
