@@ -375,7 +375,8 @@ class ToolCallGuard:
         try:
             done = run_within(execute, request, self._time_limit(request), late)
             result, failure, extra = self._after(request, done, plan)
-        except GraphBubbleUp:
+        except GraphBubbleUp:  # the tool asked a human: on resume it runs again from the top
+            self._give_back(request, started, where)
             raise
         except Exception as err:
             (result, failure), extra = self._exception(request, err, plan), []
@@ -408,7 +409,8 @@ class ToolCallGuard:
         try:
             done = await arun_within(execute, request, self._time_limit(request))
             result, failure, extra = self._after(request, done, plan)
-        except GraphBubbleUp:
+        except GraphBubbleUp:  # as in run_once
+            await self._off_loop(self._give_back, request, started, where)
             raise
         except Exception as err:
             (result, failure), extra = self._exception(request, err, plan), []
@@ -728,6 +730,19 @@ class ToolCallGuard:
             return
         call_id = str(request.tool_call["id"])
         self.ledger.finish(*where, call_id, started=started, **_outcome(result, failure))
+
+    def _give_back(
+        self,
+        request: ToolCallRequest,
+        started: dict[str, Any] | None,
+        where: tuple[BaseStore, str] | None,
+    ) -> None:
+        """Give back the claim of an execution the tool interrupted (``interrupt()`` inside
+        the tool): LangGraph runs the tool again on resume, and that run is the execution.
+        Left ``started``, the resume would be taken for a write that never reported back,
+        and the human's answer for the ledger's own question about it."""
+        if where is not None and self.ledger is not None and started is not None:
+            self.ledger.void(*where, started)
 
     async def _aledger_finish(
         self,

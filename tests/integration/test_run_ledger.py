@@ -17,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import tools_condition
 from langgraph.store.memory import InMemoryStore
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from agent_guards import Budget, LoopState, ToolCallGuard, add_loop_check
 from agent_guards.testing import ScriptedChatModel
@@ -185,6 +185,44 @@ def test_a_reconcile_hook_decides_without_a_human() -> None:
         "transfer found in the bank's log"
     ]
     assert ("reuse", "reconciled") in [(d.verdict.value, d.reason) for d in out["guard_log"]]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_tool_that_asks_a_human_is_resumed_with_the_humans_answer(mode: str) -> None:
+    """A write that calls ``interrupt()`` before it acts: the one resume answers the tool's
+    own question, and the tool then runs once (the ledger's claim of the interrupted run
+    is given back, so it is not taken for a write that never reported back)."""
+    booked: list[str] = []
+
+    @tool
+    def book(city: str) -> str:
+        """Book a room, once a human gives the address."""
+        address = interrupt({"type": "confirm", "city": city})
+        booked.append(address)
+        return f"booked at {address}"
+
+    store, saver = InMemoryStore(), InMemorySaver()
+    builder = StateGraph(LoopState)
+    model = replies(("book", {"city": "Oslo"}))
+    builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    builder.add_node("tools", ToolCallGuard(ledger=RunLedger()).tool_node([annotate_tool(book)]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    add_loop_check(builder, "tools", continue_to="model")
+    graph = builder.compile(checkpointer=saver, store=store)
+
+    async def run(value: Any) -> Any:
+        return graph.invoke(value, CFG) if mode == "sync" else await graph.ainvoke(value, CFG)
+
+    first = await run({"messages": [HumanMessage("book Oslo")]})
+    assert [i.value for i in first["__interrupt__"]] == [{"type": "confirm", "city": "Oslo"}]
+    out = await run(Command(resume="Main St 1"))
+    assert "__interrupt__" not in out and booked == ["Main St 1"]
+    assert [m.content for m in out["messages"] if isinstance(m, ToolMessage)] == [
+        "booked at Main St 1"
+    ]
+    assert RunLedger().executions(store, "t1") == 1
+    assert RunLedger().entry(store, "t1", "call-0")["status"] == "done"
 
 
 def test_forks_of_a_spent_thread_execute_nothing_more_without_a_grant() -> None:
