@@ -34,8 +34,6 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agent_guards.tool_guard.state_ledger import StateLedger
-
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterator
 
@@ -81,6 +79,10 @@ _POSTGRES_COUNT = (
     "SELECT COUNT(*) FROM store WHERE prefix = %s AND value->>'status' IS DISTINCT FROM %s"
 )
 _PAGE = 100
+_IN_PROCESS = {  # named, not imported: pure modules that use claims stay free of langgraph
+    ("langgraph.store.memory", "InMemoryStore"),
+    ("agent_guards.tool_guard.state_ledger", "StateLedger"),
+}
 
 
 def _kind(store: BaseStore) -> str:
@@ -103,9 +105,7 @@ def in_process(store: BaseStore) -> bool:
     may add I/O, so the class itself only) or the ledger's view of state. An async caller
     may call it on the event loop, where a hop to a worker thread costs more than the call."""
     kind = type(store)
-    return kind is StateLedger or (
-        kind.__module__ == "langgraph.store.memory" and kind.__name__ == "InMemoryStore"
-    )
+    return (kind.__module__, kind.__name__) in _IN_PROCESS
 
 
 def claim(
