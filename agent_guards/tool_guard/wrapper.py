@@ -613,6 +613,8 @@ class ToolCallGuard:
         call, label = request.tool_call, self._policy_label()
         if not (effect or Effect.UNKNOWN).changes_world:
             return dict(entry)
+        if entry.get("signature", "") not in ("", retry_signature(call)[:500]):
+            return dict(entry)  # the id came back with other arguments (a fork that edited them)
         if entry["status"] == "started":  # running elsewhere, or it never reported back
             entry = self.ledger.outcome(store, thread, str(call["id"]), sleep=self._wait) or {}
         if entry.get("status") == "done":

@@ -22,6 +22,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.store.memory import InMemoryStore
 
 from agent_guards import LoopState, ToolCallGuard
+from agent_guards.core.signatures import call_signature
 from agent_guards.persistence import open_persistence
 from agent_guards.tool_guard import RunLedger, annotate_tool
 
@@ -103,7 +104,8 @@ async def test_a_reconcile_runs_on_the_loop_only_when_the_store_does_no_io(
 
     ledger = RunLedger(reconcile=reconcile, wait=0)
     with sync_store(kind, tmp_path) as store:
-        ledger.start(store, "t1", "pay-1", tool="pay", signature="s", effect="write")
+        signature = call_signature("pay", {"invoice": "A-7"})
+        ledger.start(store, "t1", "pay-1", tool="pay", signature=signature, effect="write")
         out = await graph_of([annotate_tool(pay)], store, ledger=ledger).ainvoke(turn(), CFG)
     assert answers(out) == ["paid A-7 (confirmed)"]
     assert seen == [on_loop]

@@ -20,6 +20,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command, interrupt
 
 from agent_guards import Budget, LoopState, ToolCallGuard, add_loop_check
+from agent_guards.core.signatures import call_signature
 from agent_guards.testing import ScriptedChatModel
 from agent_guards.tool_guard import annotate_tool
 from agent_guards.tool_guard.ledger import GRANT_KEY, RunLedger
@@ -130,6 +131,25 @@ def test_a_completed_write_is_answered_from_the_ledger_on_a_fork(kind: str, tmp_
         ]
 
 
+def test_a_fork_that_edits_a_calls_arguments_runs_the_edited_call() -> None:
+    """Time travel to correct a pending call (same id, other arguments): the recorded
+    outcome was of another call, so the edited one runs."""
+    world, store = World(), InMemoryStore()
+    graph = build(replies(("transfer", {"amount": 300})), world, InMemorySaver(), store)
+    graph.invoke({"messages": [HumanMessage("pay 30")]}, CFG)
+    assert world.runs == ["transfer"] and world.balance == -200
+    past = before_tools(graph, "call-0")
+    pending = graph.get_state(past).values["messages"][-1]
+    call = {**pending.tool_calls[0], "args": {"amount": 30}}
+    edited = pending.model_copy(update={"tool_calls": [call]})
+    fork = graph.update_state(past, {"messages": [edited]})
+    out = graph.invoke(None, fork)
+    assert world.runs == ["transfer", "transfer"] and world.balance == -230
+    answers = [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert answers == ["transferred 30; balance -230"]
+    assert RunLedger().executions(store, "t1") == 2
+
+
 def test_a_read_runs_again_on_a_fork() -> None:
     world = World()
     graph = build(replies(("get_balance", {})), world, InMemorySaver(), InMemoryStore())
@@ -140,7 +160,8 @@ def test_a_read_runs_again_on_a_fork() -> None:
 
 def started_but_unknown(store: Any) -> None:
     """What a crash while the tool ran leaves behind: an intent with no outcome."""
-    RunLedger().start(store, "t1", "call-0", tool="transfer", signature="s", effect="write")
+    signature = call_signature("transfer", {"amount": 30})  # the call the model will make
+    RunLedger().start(store, "t1", "call-0", tool="transfer", signature=signature, effect="write")
 
 
 @pytest.mark.parametrize(
