@@ -270,14 +270,33 @@ def require_nodes(
 
 
 def require_free_source(builder: Any, helper: str, source: str) -> None:
-    """Fail at build time when ``source`` already has a plain edge out: the guard's edge would
-    run next to it, and the plain one keeps looping past every stop."""
+    """Fail at build time when ``source`` already has an edge out, plain or conditional: the
+    guard's edge would run next to it, and the other one keeps looping past every stop."""
     taken = sorted(end for start, end in getattr(builder, "edges", set()) if start == source)
     if taken:
         raise ValueError(
             f"{helper}: {source!r} already has an edge to {', '.join(map(repr, taken))}; remove "
             f"builder.add_edge({source!r}, {taken[0]!r}): {helper} routes from {source!r} itself"
         )
+    branches = sorted((getattr(builder, "branches", {}) or {}).get(source, {}))
+    if not branches:
+        return
+    guards = {helper.removeprefix("add_"), *branches}  # the edges are named after the guards
+    if {"loop_check", "retry_router"} <= guards:  # the router's one edge does both
+        fix = (
+            "retry_router already makes loop_check's decisions: drop add_loop_check and wire "
+            f"one edge, add_retry_router(builder, {source!r}, model=..., tools=..., "
+            "loop_policy=LoopPolicy())"
+        )
+    else:
+        fix = (
+            f"remove builder.add_conditional_edges({source!r}, ...): {helper} routes from "
+            f"{source!r} itself"
+        )
+    raise ValueError(
+        f"{helper}: {source!r} already has the conditional edge "
+        f"{', '.join(map(repr, branches))}; {fix}"
+    )
 
 
 def guarded_tool_node(builder: Any, helper: str, tools: str, keys: StateKeys | None = None) -> None:

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from functools import partial
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, cast
 
 from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -89,6 +89,14 @@ __all__ = [
 ]
 
 GUARD = "retry_router"
+
+# Every label of the router's edge (RetryRoute's, then LoopRoute's) as ONE Literal: LangGraph
+# reads a route's labels from its return annotation when no path map is given, and checks
+# them at compile time; it cannot read a Union of Literals (it would accept any target).
+RouterRoute = Literal[
+    "retry", "repair", "replan", "clarify", "abstain", "refuse", "fallback", "continue",
+    "nudge", "stop", "escalate",
+]  # fmt: skip
 _ENDING = ("refuse", "clarify", "abstain", "fallback")
 
 
@@ -130,7 +138,7 @@ def create_retry_router(
     loop_policy: LoopPolicy | None = None,
     messages_key: str = "messages",
     keys: StateKeys | None = None,
-) -> RunnableLambda[Any, RetryRoute | LoopRoute]:
+) -> RunnableLambda[Any, RouterRoute]:
     """The retry_router conditional edge, placed after a ``ToolNode`` using :class:`ToolCallGuard`.
 
     Returns a :data:`~agent_guards.core.RetryRoute` label (``"continue"`` when nothing
@@ -157,7 +165,7 @@ def create_retry_router(
             f"loop_policy must be a LoopPolicy or None, got {type(loop_policy).__name__}"
         )
 
-    def route(state: Any, config: RunnableConfig) -> RetryRoute | LoopRoute:
+    def route(state: Any, config: RunnableConfig) -> RouterRoute:
         decision = _decide(state, config, policy, messages_key)
         label: str = (
             decision.data.get("route", "continue")

@@ -1,0 +1,131 @@
+"""Wiring mistakes around the tools node's edge fail early, with the fix in the message.
+
+* loop_check and retry_router on one tools node: refused when the second one is added;
+* ``create_retry_router()`` without a path map: refused by LangGraph at compile time, as
+  ``create_loop_check()`` is (its labels are not node names).
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args, get_type_hints
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import tool
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import tools_condition
+
+from agent_guards import (
+    LoopPolicy,
+    RetryState,
+    ToolCallGuard,
+    add_loop_check,
+    add_retry_router,
+    create_loop_check,
+    create_retry_router,
+)
+from agent_guards.core.decision import LoopRoute, RetryRoute
+from agent_guards.loop_check import add_loop_nodes
+from agent_guards.testing import ScriptedChatModel, tool_call_message
+from agent_guards.tool_guard import annotate_tool
+
+
+@tool
+def search(q: str) -> str:
+    """Search."""
+    return "rates are 4%"
+
+
+annotate_tool(search, read_only=True)
+
+
+def agent(*, answer: bool = True) -> tuple[Any, ScriptedChatModel]:
+    """model -> tools_condition -> tools; the tools node's edge is the test's."""
+    script: list[Any] = [tool_call_message("search", {"q": "rates"})]
+    model = ScriptedChatModel(script=[*script, "4%"] if answer else script, repeat_last=True)
+    b = StateGraph(RetryState)
+    b.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    b.add_node("tools", ToolCallGuard().tool_node([search]))
+    b.add_edge(START, "model")
+    b.add_conditional_edges("model", tools_condition)
+    return b, model
+
+
+def add_loop(b: Any) -> Any:
+    return add_loop_check(b, "tools", continue_to="model")
+
+
+def add_retry(b: Any) -> Any:
+    return add_retry_router(b, "tools", model="model", tools="tools")
+
+
+# 1. both guards on one tools node
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "helper"),
+    [(add_loop, add_retry, "add_retry_router"), (add_retry, add_loop, "add_loop_check")],
+)
+def test_loop_check_and_retry_router_on_one_tools_node_are_refused(
+    first: Any, second: Any, helper: str
+) -> None:
+    b, _ = agent()
+    first(b)
+    with pytest.raises(
+        ValueError, match=rf"{helper}: 'tools' already has the conditional edge"
+    ) as e:
+        second(b)
+    assert "retry_router already makes loop_check's decisions" in str(e.value)
+    assert "loop_policy=LoopPolicy()" in str(e.value)
+
+
+def test_the_one_edge_for_both_guards_builds_and_stops() -> None:
+    b, model = agent(answer=False)
+    add_retry_router(b, "tools", model="model", tools="tools", loop_policy=LoopPolicy())
+    out = b.compile().invoke({"messages": [HumanMessage("rates?")]}, {"recursion_limit": 30})
+    assert [d.verdict.value for d in out["guard_log"]][-1] == "stop"
+    assert len(model.calls) == 3
+
+
+@pytest.mark.parametrize("add", [add_loop, add_retry])
+def test_an_edge_of_your_own_leaving_the_tools_node_is_refused(add: Any) -> None:
+    b, _ = agent()
+    b.add_conditional_edges("tools", lambda s: "model", ["model"])
+    with pytest.raises(
+        ValueError, match=r"remove builder.add_conditional_edges\('tools', \.\.\.\)"
+    ):
+        add(b)
+
+
+# 2. no path map: LangGraph reads the labels from the route's return annotation
+
+
+@pytest.mark.parametrize("edge", [create_loop_check, create_retry_router])
+def test_an_edge_without_a_path_map_is_refused_at_compile(edge: Any) -> None:
+    b, model = agent()
+    b.add_conditional_edges("tools", edge())
+    with pytest.raises(ValueError, match=r"At 'tools' node, '\w+' branch found unknown target"):
+        b.compile()
+    assert model.calls == []
+
+
+def test_the_router_annotation_is_one_literal_of_every_label() -> None:
+    route = create_retry_router().func
+    labels = get_args(get_type_hints(route)["return"])
+    assert set(labels) == {*get_args(RetryRoute), *get_args(LoopRoute)}
+    assert all(isinstance(label, str) for label in labels)  # one Literal, not a Union
+
+
+def test_a_complete_hand_written_path_map_runs() -> None:
+    b, model = agent(answer=False)
+    paths = add_loop_nodes(b, continue_to="model")
+    b.add_conditional_edges("tools", create_loop_check(), paths)  # type: ignore[arg-type]
+    out = b.compile().invoke({"messages": [HumanMessage("rates?")]})
+    assert [d.verdict.value for d in out["guard_log"]] == ["reuse", "nudge", "reuse", "stop"]
+    assert len(model.calls) == 3
+
+
+def test_the_routes_still_answer_outside_a_graph() -> None:
+    calls = [tool_call_message("search", {"q": "rates"}) for _ in range(2)]
+    assert create_loop_check().invoke({"messages": calls}) == "nudge"
+    assert create_retry_router().invoke({"messages": calls[:1]}) == "continue"
