@@ -277,7 +277,13 @@ _Outcome = tuple[Literal["pending", "ok", "error"], str | None, frozenset[str] |
 def _outcome(answer: ToolMessage, opts: ScanOptions) -> _Outcome:
     """Status, result key, evidence ids, result length and reuse flag of an answered call."""
     meta = answer.response_metadata.get("agent_guards") if answer.response_metadata else None
-    reused = isinstance(meta, Mapping) and bool(meta.get("reused_from"))
+    # answered from another call's result; an answer from the call's own recorded run (the
+    # run ledger, after a crash or on a fork) is this history's execution of it
+    reused = isinstance(meta, Mapping) and meta.get("reused_from") not in (
+        None,
+        "",
+        answer.tool_call_id,
+    )
     if answer.status == "error":
         return "error", "error", None, 0, reused
     evidence = _evidence_ids(answer.artifact)

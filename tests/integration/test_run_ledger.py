@@ -150,6 +150,24 @@ def test_a_fork_that_edits_a_calls_arguments_runs_the_edited_call() -> None:
     assert RunLedger().executions(store, "t1") == 2
 
 
+def test_a_write_answered_from_the_ledger_on_a_fork_still_makes_the_next_read_run() -> None:
+    """Read, transfer, read; then a fork from before the transfer. The transfer is answered
+    from the ledger (it ran), and it changed the world in this history too: the read after
+    it runs again and sees 70, not the first read's 100."""
+    world, store = World(), InMemoryStore()
+    story = (("get_balance", {}), ("transfer", {"amount": 30}), ("get_balance", {}))
+    graph = build(replies(*story), world, InMemorySaver(), store)
+    graph.invoke({"messages": [HumanMessage("pay 30 and show the balance")]}, CFG)
+    assert world.runs == ["get_balance", "transfer", "get_balance"]
+    out = graph.invoke(None, before_tools(graph, "call-1"))
+    assert world.runs == ["get_balance", "transfer", "get_balance", "get_balance"]
+    answers = [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert answers[-1] == "balance 70"
+    decisions = [(d.verdict.value, d.reason) for d in out["guard_log"]]
+    assert ("reuse", "repeated_call") not in decisions
+    assert ("nudge", "repeated_call") not in decisions
+
+
 def test_a_read_runs_again_on_a_fork() -> None:
     world = World()
     graph = build(replies(("get_balance", {})), world, InMemorySaver(), InMemoryStore())
