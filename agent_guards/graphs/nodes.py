@@ -46,10 +46,17 @@ from agent_guards.planner_gate import (
 from agent_guards.retry_router import FailureKind, describe_failure
 from agent_guards.retry_router.classify import failure_of
 from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger
-from agent_guards.tool_guard.plan import cancelled
+from agent_guards.tool_guard.plan import Plan, cancelled, from_ledger
 from agent_guards.tool_guard.state_ledger import StateLedger
 
-from .outcomes import blend_outcome, compensation, respond_outcome, step_outcome, to_undo
+from .outcomes import (
+    blend_outcome,
+    compensation,
+    ran_writes,
+    respond_outcome,
+    step_outcome,
+    to_undo,
+)
 from .prompts import (
     PARSE_PROMPT,
     PLAN_PROMPT,
@@ -140,14 +147,52 @@ class Nodes:
     def cancel_in_flight(
         self, state: Mapping[str, Any], config: RunnableConfig, detail: str
     ) -> dict[str, Any]:
-        """Answer the step's tool calls that never got a result as cancelled (not executed),
-        each one recorded: the update for ``step_messages`` and ``guard_log``."""
-        pending = answer_pending(state.get("step_messages") or [], "")
-        plans = [cancelled({"id": m.tool_call_id, "name": m.name}, detail) for m in pending]
-        return {
+        """Answer the step's tool calls that never got a result, each one recorded: the
+        update for ``step_messages`` and ``guard_log``. A call the run ledger saw finish
+        (a crash after the tool returned) is answered with its outcome; one it saw start
+        and never report back is asked about (:meth:`RunLedger.ask`); any other is
+        cancelled, not executed."""
+        where = self.ledger_view(state, config)
+        plans = []
+        for m in answer_pending(state.get("step_messages") or [], ""):
+            call = {"id": m.tool_call_id, "name": m.name}
+            entry = self.ledger.entry(*where, m.tool_call_id) if where and self.ledger else None
+            plans.append(self.in_flight(call, entry, where, detail))
+        update: dict[str, Any] = {
             "step_messages": [p.message for p in plans],
             "guard_log": [stamp(d, config) for p in plans for d in p.decisions],
         }
+        if where is not None and isinstance(where[0], StateLedger) and where[0].writes:
+            update["run_ledger"] = where[0].writes
+        return update
+
+    def in_flight(
+        self,
+        call: Mapping[str, Any],
+        entry: Mapping[str, Any] | None,
+        where: tuple[Any, str] | None,
+        detail: str,
+    ) -> Plan:
+        """The answer to one call a cancel found without a result, from its ledger entry."""
+        status = (entry or {}).get("status")
+        if (
+            entry is None
+            or where is None
+            or self.ledger is None
+            or status not in ("done", "started")
+        ):
+            return cancelled(call, detail)
+        if status == "done":
+            content, artifact = entry.get("content", ""), entry.get("artifact")
+            return from_ledger(call, content, "recorded_outcome", policy="", artifact=artifact)
+        answer = self.ledger.ask(entry)  # it started and never reported back: did it happen?
+        if answer is None:
+            self.ledger.void(*where, entry)
+            return cancelled(call, detail)
+        content, artifact = answer if isinstance(answer, tuple) else (answer, None)
+        self.ledger.finish(*where, str(call["id"]), content=str(content), ok=True, started=entry,
+                           artifact=artifact)  # fmt: skip
+        return from_ledger(call, str(content), "reconciled", policy="", artifact=artifact)
 
     def over_budget(self, state: Mapping[str, Any], config: RunnableConfig) -> StopReason | None:
         """Why the run must stop now (cumulative usage vs the budget), or None."""
@@ -385,6 +430,11 @@ class Nodes:
             # start_step, so usage["steps"] never passes Budget.max_steps
             **progress_update(executed=1, observations=len(results)),
         }
+        # the writes that really ran, for a cancel to undo (always written: a state with
+        # no record at all is one from before it existed)
+        update["executed_writes"] = ran_writes(
+            messages, self.undo, seq=len(state.get("executed_writes") or {})
+        )
         if current is not None and step_id:
             marked = mark_step(
                 current,
@@ -446,17 +496,41 @@ class Nodes:
         else:
             outcome = blend_outcome(state)
         update: dict[str, Any] = {}
-        if outcome["route"] == "cancelled" and (
-            steps := to_undo(state, self.undo, self.ledger_writes(state, config))
-        ):
-            # every completed write of the thread, newest first, each one recorded
-            undone = [(step, self.undo[str(step.tool)](step)) for step in steps]
-            outcome["compensated"] = [line for _, line in undone]
-            outcome["text"] += "\nUndone: " + "; ".join(outcome["compensated"])
-            update["guard_log"] = [stamp(compensation(*pair), config) for pair in undone]
+        if outcome["route"] == "cancelled":
+            update = self.compensate(state, config, outcome)
         message = AIMessage(outcome["text"], name="respond")
         goto = "escalate" if outcome["route"] == "escalate" else END
         return Command(goto=goto, update={"messages": [message], "outcome": outcome, **update})
+
+    def compensate(
+        self, state: PlanExecuteState, config: RunnableConfig, outcome: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Undo every completed write of the thread, newest first, once each: each
+        compensation is recorded in state (``executed_writes``) and, with a store, in the
+        ledger's namespace, so neither a later cancel on the thread nor a replay of a
+        checkpoint from before this one runs the hook again (without a store only the
+        state's record holds, on the branch that ran the cancel)."""
+        store, thread = get_store(), (config.get("configurable") or {}).get("thread_id")
+        ns = None
+        if store is not None and self.ledger is not None and thread is not None:
+            ns = (*self.ledger.namespace, str(thread), "compensated")
+        undone: list[tuple[str, PlanStep, str]] = []
+        for call_id, step in to_undo(state, self.undo, self.ledger_writes(state, config)):
+            if ns is not None and store is not None and store.get(ns, call_id) is not None:
+                continue  # undone by a cancel this state does not know of (a replay)
+            line = self.undo[str(step.tool)](step)
+            if ns is not None and store is not None:
+                store.put(ns, call_id, {"tool": step.tool, "step": step.id, "line": line},
+                          index=False)  # fmt: skip
+            undone.append((call_id, step, line))
+        if not undone:
+            return {}
+        outcome["compensated"] = [line for *_, line in undone]
+        outcome["text"] += "\nUndone: " + "; ".join(outcome["compensated"])
+        return {
+            "guard_log": [stamp(compensation(*c), config) for c in undone],
+            "executed_writes": {cid: {"compensated": line} for cid, _, line in undone},
+        }
 
     def ledger_writes(
         self, state: PlanExecuteState, config: RunnableConfig
@@ -465,11 +539,21 @@ class Nodes:
         in state, for a cancel to undo those no plan step lists; [] without a ledger."""
         if self.ledger is None or not self.undo:
             return []
+        where = self.ledger_view(state, config)
+        return self.ledger.done_writes(*where) if where is not None else []
+
+    def ledger_view(
+        self, state: Mapping[str, Any], config: RunnableConfig
+    ) -> tuple[Any, str] | None:
+        """Where the tool node keeps this thread's ledger: (the store, the thread id), or a
+        view of the state's ``run_ledger`` without a store; None without a ledger."""
+        if self.ledger is None:
+            return None
         store = get_store()
         if store is None:  # the tool node keeps the ledger in state
-            return self.ledger.done_writes(StateLedger(state.get("run_ledger")), "state")
+            return StateLedger(state.get("run_ledger")), "state"
         thread = (config.get("configurable") or {}).get("thread_id")
-        return self.ledger.done_writes(store, str(thread)) if thread is not None else []
+        return (store, str(thread)) if thread is not None else None
 
     def model_failed(self, state: PlanExecuteState, error: NodeError) -> Command[Any]:
         """The error handler of the nodes that call the model: a model call that failed for

@@ -8,6 +8,7 @@ conflicting values: that is what ``blend_outcome``, the unguarded baseline, does
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -211,63 +212,114 @@ def blend_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def ran_writes(
+    messages: Sequence[AnyMessage], undo: Mapping[str, Any], seq: int = 0
+) -> dict[str, dict[str, Any]]:
+    """The step's tool calls that really ran and have an undo hook, by call id: what a
+    cancel may undo. A call answered without running (an error, a cancel, a reuse of
+    another call's result) did nothing to undo. ``at`` orders them, on the ledger's
+    clock (wall time), ``seq`` breaks ties."""
+    args = {c["id"]: c.get("args") for m in messages if isinstance(m, AIMessage)
+            for c in m.tool_calls}  # fmt: skip
+    ran: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        meta = (m.response_metadata or {}).get("agent_guards") or {}
+        if (
+            isinstance(m, ToolMessage) and m.name in undo and m.status != "error"
+            and "cancelled" not in meta
+            and meta.get("reused_from", m.tool_call_id) == m.tool_call_id
+        ):  # fmt: skip
+            ran[m.tool_call_id] = {"call_id": m.tool_call_id, "tool": m.name,
+                                   "args": dict(args.get(m.tool_call_id) or {}),
+                                   "at": time.time(), "seq": seq + len(ran)}  # fmt: skip
+    return ran
+
+
+def merge_writes(
+    current: Mapping[str, Mapping[str, Any]] | None, update: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The ``executed_writes`` reducer: an upsert by call id (a compensation adds its line
+    to the record of the call it undid)."""
+    merged = {cid: dict(r) for cid, r in (current or {}).items()}
+    for cid, record in (update or {}).items():
+        merged[cid] = {**merged.get(cid, {}), **record}
+    return merged
+
+
 def to_undo(
     state: Mapping[str, Any],
     undo: Mapping[str, Callable[[PlanStep], str]],
     ledgered: Sequence[Mapping[str, Any]] = (),
-) -> list[PlanStep]:
-    """The completed steps with a side effect and an undo hook, newest first.
+) -> list[tuple[str, PlanStep]]:
+    """The thread's completed writes with an undo hook not undone yet, newest first, once
+    each: (call id, the step handed to its hook).
 
-    Every plan version is read, not only the current one: a replan may have dropped a step
-    that had already written. A step carried over from version to version comes once.
-    ``ledgered`` are the run ledger's completed writes (newest first): a write no plan step
-    lists (a tool the step's model chose on its own) comes first, as a step named by its
-    call id, so a cancel undoes every completed write of the thread.
+    A write is an execution, named by its call id: those ``record_step`` kept in state
+    (``executed_writes``) and the run ledger's completed writes (``ledgered``), which also
+    hold writes a fork or a crash left out of state. A step carried over into a new plan
+    version keeps its call ids, so its write comes once; a step marked done whose write
+    failed has none to undo. The hook gets the step that ran the call, or, for a write
+    no plan step lists (a tool the step's model chose on its own), a step named by its
+    call id. A record marked ``compensated`` is skipped: a later cancel on the thread
+    never undoes it again.
     """
+    record = state.get("executed_writes")
+    if record is None and not ledgered:
+        return _legacy(state, undo)
+    runs = {cid: dict(r) for cid, r in (record or {}).items()}
+    for e in ledgered:  # the ledger is what the tools did: its entry wins, its clock orders
+        if e.get("tool") in undo and isinstance(e.get("args"), Mapping):
+            found = {"call_id": str(e["call_id"]), "tool": str(e["tool"]),
+                     "args": dict(e["args"]), "at": float(e.get("started_at", 0))}  # fmt: skip
+            runs[found["call_id"]] = {**runs.get(found["call_id"], {}), **found}
+    pending = [r for r in runs.values() if r.get("tool") in undo and not r.get("compensated")]
+    pending.sort(key=lambda r: (float(r.get("at", 0)), int(r.get("seq", 0))), reverse=True)
+    return [(str(r["call_id"]), _step_of(state, r)) for r in pending]
+
+
+def _step_of(state: Mapping[str, Any], run: Mapping[str, Any]) -> PlanStep:
+    """The plan step that ran the call (the oldest version that lists it), else a step
+    named by the call id."""
+    for version in state.get("plans") or []:
+        step: PlanStep
+        for step in version.steps:
+            if run["call_id"] in step.call_ids and step.tool == run["tool"]:
+                return step
+    return PlanStep(str(run["call_id"]), f"{run['tool']} (call {run['call_id']}, in no plan step)",
+                    tool=str(run["tool"]), args=dict(run.get("args") or {}),
+                    status=StepStatus.DONE)  # fmt: skip
+
+
+def _legacy(
+    state: Mapping[str, Any], undo: Mapping[str, Callable[[PlanStep], str]]
+) -> list[tuple[str, PlanStep]]:
+    """A state with no execution record (a checkpoint written before ``executed_writes``
+    existed): the done steps with an undo hook, newest first, a carried-over step once."""
     seen: set[tuple[str, str | None, str]] = set()
-    done: list[PlanStep] = []
+    done: list[tuple[str, PlanStep]] = []
     for version in reversed(state.get("plans") or []):
         for step in reversed(version.steps):
             key = (step.id, step.tool, repr(sorted(step.args.items())))
             if step.status is StepStatus.DONE and step.tool in undo and key not in seen:
                 seen.add(key)
-                done.append(step)
-    return [*_unlisted(ledgered, done, undo), *done]
-
-
-def _unlisted(
-    ledgered: Sequence[Mapping[str, Any]],
-    steps: Sequence[PlanStep],
-    undo: Mapping[str, Callable[[PlanStep], str]],
-) -> list[PlanStep]:
-    """The ledger's writes no done step accounts for (by call id and tool, or by tool and
-    args), as steps named by their call id."""
-    covered = {(cid, s.tool) for s in steps for cid in s.call_ids}
-    listed = {(s.tool, repr(sorted(s.args.items()))) for s in steps}
-    return [
-        PlanStep(str(e["call_id"]), f"{e['tool']} (call {e['call_id']}, in no plan step)",
-                 tool=str(e["tool"]), args=dict(e["args"]), status=StepStatus.DONE)
-        for e in ledgered
-        if e.get("tool") in undo and isinstance(e.get("args"), Mapping)
-        and (e.get("call_id"), e["tool"]) not in covered
-        and (e["tool"], repr(sorted(e["args"].items()))) not in listed
-    ]  # fmt: skip
+                done.append((step.id, step))
+    return done
 
 
 def compensate(
     state: Mapping[str, Any], undo: Mapping[str, Callable[[PlanStep], str]]
 ) -> list[str]:
     """Run the undo hooks of :func:`to_undo`'s steps, in its order; the lines they return."""
-    return [undo[s.tool](s) for s in to_undo(state, undo) if s.tool is not None]
+    return [undo[str(s.tool)](s) for _, s in to_undo(state, undo)]
 
 
-def compensation(step: PlanStep, line: str) -> GuardDecision:
-    """The record of one compensation a cancel ran."""
+def compensation(call_id: str, step: PlanStep, line: str) -> GuardDecision:
+    """The record of one compensation a cancel ran (of call ``call_id``)."""
     return GuardDecision(
         guard="cancel",
         verdict=Verdict.STOP,
         reason="compensated",
         detail=f"undid {step.tool} of step {step.id}: {line}",
         selected_ids=(step.id,),
-        data={"tool": step.tool, "args": dict(step.args)},
+        data={"tool": step.tool, "args": dict(step.args), "call_id": call_id},
     )

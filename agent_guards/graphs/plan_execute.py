@@ -90,8 +90,9 @@ def build_graph(
         checkpointer: Any LangGraph checkpointer (SQLite, Postgres, in-memory) or None.
         store: A ``BaseStore`` for long-term memories, circuit breakers and archived
             context (the breaker is off without one).
-        compensations: Tool name -> undo hook run for completed steps when a run is
-            cancelled (steps with side effects). Each returns a line for the record.
+        compensations: Tool name -> undo hook run, when a run is cancelled, once for each
+            call of that tool that ran and succeeded on the thread (newest first; handed
+            the plan step that ran it). Each returns a line for the record.
         sleep: How the retry backoff waits (``time.sleep`` by default); inject one in tests.
         ledger: How the tool node keeps its run ledger (a ``reconcile`` hook, how long to
             wait for a call another worker runs); ``RunLedger()`` when there is a store.
@@ -277,8 +278,9 @@ def cancel_run(app: Any, config: RunnableConfig, reason: str = "cancelled by the
     """Cancel a run between steps, wherever it stands; returns the final state.
 
     The run resumes with ``configurable[CANCEL_KEY] = reason``: the next node that would do
-    work (plan, step, model call, review) ends the run instead, and the completed
-    side-effect steps of every plan version are compensated, newest first. Works on a run
+    work (plan, step, model call, review) ends the run instead, and the thread's completed
+    writes, whatever plan version ran them, are compensated newest first, once each (a
+    write a cancel already undid is never undone again). Works on a run
     stopped between steps (``interrupt_before``/``interrupt_after``, a crash, a budget).
     A run paused for an approval is cancelled with ``Command(resume={"cancel": reason})``.
 

@@ -33,6 +33,8 @@ from agent_guards.evidence_resolve import merge_evidence
 from agent_guards.planner_gate import merge_plans
 from agent_guards.serde import delta_channel, delta_log, delta_messages
 
+from .outcomes import merge_writes
+
 __all__ = ["SUPERSTEPS_PER_STEP", "PlanExecuteState", "Policies", "run_config"]
 
 # How many super-steps one counted step may take (context_guard, agent, tools, a nudge).
@@ -58,6 +60,10 @@ class PlanExecuteState(MessagesState, PlanState, EvidenceState, MemoryState, Con
     counts from here."""
     replan_trigger: str | None
     outcome: dict[str, Any]
+    executed_writes: Annotated[dict[str, dict[str, Any]], delta_channel(merge_writes)]
+    """The thread's tool calls that ran and have an undo hook, by call id (tool, args, when),
+    and the line of their compensation once a cancel undid them: what a cancel undoes, each
+    execution once (see ``outcomes.to_undo``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

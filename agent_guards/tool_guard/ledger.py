@@ -34,6 +34,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from langgraph.types import interrupt
+
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
 from agent_guards.tool_guard.claims import aclaim, aoverwrite, claim, count, items, overwrite
@@ -237,6 +239,27 @@ class RunLedger:
             if time.time() - float(entry.get("started_at", 0)) >= self.wait:
                 return entry
             sleep(_POLL)
+
+    def ask(self, entry: Mapping[str, Any]) -> str | tuple[str, Any] | None:
+        """Did a write that started but never reported back happen? ``reconcile`` says,
+        else a human, through ``interrupt()``: the result text (or ``(text, artifact)``)
+        when it did, None when it did not."""
+        if self.reconcile is not None:
+            return self.reconcile(entry)
+        answer = interrupt(
+            {
+                "type": "unknown_write_outcome",
+                "call_id": entry.get("call_id"),
+                "tool": entry.get("tool"),
+                "question": f"{entry.get('tool')} (call {entry.get('call_id')}) started but never "
+                "reported back. Did it happen? Resume with {'ran': true, 'result': '...'} "
+                "(and its 'artifact', if any) or {'ran': false} to run it now.",
+            }
+        )
+        if isinstance(answer, Mapping) and answer.get("ran"):
+            result = str(answer.get("result") or "done (confirmed by a human)")
+            return result, answer.get("artifact")
+        return None
 
     def done_writes(self, store: BaseStore, thread_id: str) -> list[dict[str, Any]]:
         """The thread's completed executions that may have changed the world (writes,

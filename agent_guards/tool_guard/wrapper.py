@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
 from agent_guards import graph as _node
 from agent_guards.budget import Budget
@@ -475,10 +475,13 @@ class ToolCallGuard:
             return plan
         config = getattr(request.runtime, "config", None) or {}
         cancel = (config.get("configurable") or {}).get(CANCEL_KEY)
-        if cancel:
-            return cancelled(request.tool_call, str(cancel), replace_id=plan.replace_id)
         where = self._ledger_at(request)
         plan = replace(plan, ledger=where)
+        if cancel:  # unless it ran already (a crash, a fork): then its outcome stands
+            known = self._recorded(request, plan, *where) if where is not None else None
+            if known is not None and known.kind == "reuse":
+                return known
+            return cancelled(request.tool_call, str(cancel), replace_id=plan.replace_id)
         limit = self.budget.max_tool_calls if self.budget is not None else None
         if limit is None:
             return plan
@@ -632,25 +635,9 @@ class ToolCallGuard:
         return from_ledger(call, str(content), "reconciled", policy=label, artifact=artifact)
 
     def _reconcile(self, entry: Mapping[str, Any]) -> str | tuple[str, Any] | None:
-        """Did a started-but-unknown write happen? The hook says, else a human (interrupt)."""
+        """Did a started-but-unknown write happen? (:meth:`RunLedger.ask`)"""
         assert self.ledger is not None
-        if self.ledger.reconcile is not None:
-            return self.ledger.reconcile(entry)
-        answer = interrupt(
-            {
-                "type": "unknown_write_outcome",
-                "call_id": entry.get("call_id"),
-                "tool": entry.get("tool"),
-                "question": f"{entry.get('tool')} (call {entry.get('call_id')}) started but never "
-                "reported back. Did it happen? Resume with {'ran': true, 'result': '...'} "
-                "(and its 'artifact', if any) or {'ran': false} to run it now.",
-            }
-        )
-        if isinstance(answer, Mapping) and answer.get("ran"):
-            return str(answer.get("result") or "done (confirmed by a human)"), answer.get(
-                "artifact"
-            )
-        return None
+        return self.ledger.ask(entry)
 
     async def _off_loop(self, func: Callable[..., T], request: ToolCallRequest, *args: Any) -> T:
         """Run a step that reads or writes the ledger, ``func(request, *args)``, off the
@@ -769,9 +756,12 @@ class ToolCallGuard:
 
     async def awrap(self, request: ToolCallRequest, execute: AExecute) -> Any:
         """Async ``awrap_tool_call`` (same decisions as the sync path)."""
-        # planning reads the ledger only to count the tool budget
-        counts = self._ledger_limit is not None
-        plan = await self._off_loop(self.plan, request) if counts else self.plan(request)
+        # planning reads the ledger only to count the tool budget or to check a cancelled call
+        config = getattr(request.runtime, "config", None) or {}
+        reads = self._ledger_limit is not None or bool(
+            (config.get("configurable") or {}).get(CANCEL_KEY)
+        )
+        plan = await self._off_loop(self.plan, request) if reads else self.plan(request)
         if plan.kind == "skip":
             return Command(update={})
         return self.finish(request, await self.arun_once(request, execute, plan))
