@@ -124,12 +124,22 @@ class Nodes:
         """A new version never re-runs a write that is done (a read may run again)."""
         return keep_done_writes(versions, new, reads=self.reads) if self.pol.guards else new
 
-    def stop_now(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any] | None:
+    def stop_now(
+        self, state: Mapping[str, Any], config: RunnableConfig, *, needs_tools: bool = True
+    ) -> dict[str, Any] | None:
         """The outcome to end on before doing more work: a cancel the caller asked for
-        between steps (``cancel_run``), or a spent budget; None to go on."""
+        between steps (``cancel_run``), or a spent budget; None to go on.
+
+        ``needs_tools=False`` for a model call that may finish without a tool (a step's
+        next turn, the review): ``max_tool_calls`` bounds executions, and the tool node
+        checks it per call, so a spent tool budget alone does not stop it. A run whose
+        last tool call spent the budget exactly still gets its answer."""
         cancel = (config.get("configurable") or {}).get(CANCEL_KEY)
         if cancel:
             return {"route": "cancelled", "reason": "cancelled", "detail": str(cancel)}
+        usage = state.get("usage")
+        if not needs_tools and isinstance(usage, Mapping):
+            state = {**state, "usage": {**usage, "tool_calls": 0}}
         reason = self.over_budget(state, config)
         return _stopped(reason, self.pol.texts) if reason is not None else None
 
@@ -394,7 +404,7 @@ class Nodes:
         messages: Sequence[Any] = state["step_messages"]
         if self.context is not None:
             fitted, messages = self.context.run(state, config)
-        if (outcome := self.stop_now(state, config)) is not None:
+        if (outcome := self.stop_now(state, config, needs_tools=False)) is not None:
             note = AIMessage(
                 f"Stopped before the next model call: {outcome['detail']}.", name="budget"
             )
@@ -458,7 +468,7 @@ class Nodes:
         return Command(goto="review", update=update)
 
     def review(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
-        if (outcome := self.stop_now(state, config)) is not None:
+        if (outcome := self.stop_now(state, config, needs_tools=False)) is not None:
             return Command(goto="evidence_resolve", update={"outcome": outcome})
         current = current_plan(state.get("plans") or [])
         prompt = [SystemMessage(REVIEW_PROMPT), HumanMessage(plan_context(state, current))]

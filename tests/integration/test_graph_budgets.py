@@ -64,6 +64,20 @@ def test_a_run_that_hits_its_budget_returns_the_confirmed_part(
         assert state["usage"].get(key.removeprefix("max_"), 0) <= limit
 
 
+def test_a_run_whose_last_tool_call_spends_the_budget_exactly_still_answers(
+    tmp_path: Path,
+) -> None:
+    """Two lookups against ``max_tool_calls=2``: the step's closing model call and the
+    review make no tool call, so the spent tool budget does not stop them."""
+    scenario = lookups_scenario(tmp_path)
+    with persistence("sqlite", tmp_path) as (saver, store):
+        state = run_sync(scenario, saver, store, "t", policies=_policies(max_tool_calls=2))
+    outcome = state["outcome"]
+    assert (outcome["route"], outcome["cited"]) == ("answer", ["doc_alpha", "doc_beta"])
+    assert [s.status.value for s in state["plans"][-1].steps] == ["done", "done"]
+    assert calls_logged(tmp_path) == ["fetch_alpha", "fetch_beta"]
+
+
 async def test_budget_stop_is_the_same_sync_and_async(tmp_path: Path) -> None:
     scenario = lookups_scenario()
     pol = _policies(max_tool_calls=1)
