@@ -278,12 +278,9 @@ def _outcome(answer: ToolMessage, opts: ScanOptions) -> _Outcome:
     """Status, result key, evidence ids, result length and reuse flag of an answered call."""
     meta = answer.response_metadata.get("agent_guards") if answer.response_metadata else None
     # answered from another call's result; an answer from the call's own recorded run (the
-    # run ledger, after a crash or on a fork) is this history's execution of it
-    reused = isinstance(meta, Mapping) and meta.get("reused_from") not in (
-        None,
-        "",
-        answer.tool_call_id,
-    )
+    # run ledger, after a crash or on a fork) is this history's execution of it. Not told
+    # apart by ids: some models repeat a call id from turn to turn
+    reused = isinstance(meta, Mapping) and bool(meta.get("reused_from")) and not meta.get("ledger")
     if answer.status == "error":
         return "error", "error", None, 0, reused
     evidence = _evidence_ids(answer.artifact)

@@ -227,7 +227,7 @@ def ran_writes(
         if (
             isinstance(m, ToolMessage) and m.name in undo and m.status != "error"
             and "cancelled" not in meta
-            and meta.get("reused_from", m.tool_call_id) == m.tool_call_id
+            and (not meta.get("reused_from") or meta.get("ledger"))  # its own run, recorded
         ):  # fmt: skip
             ran[m.tool_call_id] = {"call_id": m.tool_call_id, "tool": m.name,
                                    "args": dict(args.get(m.tool_call_id) or {}),
