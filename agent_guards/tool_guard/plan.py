@@ -134,8 +134,12 @@ def _plan(
     if existing is not None:
         return replace(_plan_retry(call, existing, prior, retry, effect), effect=effect)
     # a poller exempt from loop counting must really run again, so it is never reused either
-    never_reuse = loop is not None and call["name"] in loop.no_reuse_tools | loop.exempt_tools
-    if loop is None or not loop.reuse_results or never_reuse:
+    if loop is None or call["name"] in loop.exempt_tools:
+        return Plan("execute", prior=prior, effect=effect)
+    # reuse off (for this tool, or at all) means results are never reused; a repeated
+    # identical write is still refused, which is not a reuse but a change done twice
+    no_reuse = not loop.reuse_results or call["name"] in loop.no_reuse_tools
+    if no_reuse and effect is not Effect.WRITE:
         return Plan("execute", prior=prior, effect=effect)
     signature = call_signature(call["name"], call.get("args"), ignore_keys=loop.ignore_arg_keys)
     before = _earlier_in_turn(ai, call)

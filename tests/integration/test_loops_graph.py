@@ -398,6 +398,39 @@ def test_reuse_can_be_switched_off() -> None:
     assert [d.verdict.value for d in out["guard_log"]] == ["nudge", "stop"]
 
 
+@pytest.mark.parametrize(
+    "policy",
+    [LoopPolicy(reuse_results=False), LoopPolicy(no_reuse_tools=frozenset({"transfer"}))],
+    ids=["reuse off", "no reuse for the tool"],
+)
+@pytest.mark.parametrize("shape", ["two turns", "one turn"])
+def test_reuse_switched_off_still_refuses_a_repeated_write(policy: LoopPolicy, shape: str) -> None:
+    """Switching reuse off means results are never reused; an identical write asked again
+    is still not run twice (that is not a reuse but the change done again)."""
+    runs: list[int] = []
+
+    @tool
+    def transfer(account: str, amount: int) -> str:
+        """Move money out of an account."""
+        runs.append(amount)
+        return f"transferred {amount} from {account}"
+
+    pay = [tool_call_message("transfer", {"account": "A", "amount": 30}) for _ in range(2)]
+    turns = [*pay, "done"] if shape == "two turns" else [_one_turn(pay), "done"]
+    model = ScriptedChatModel(script=turns)
+    out = build(model, [annotate_tool(transfer)], policy=policy).invoke(
+        {"messages": [HumanMessage("pay 30 from A")]}, LIMIT
+    )
+    assert runs == [30]
+    refused = "repeated_write" if shape == "two turns" else "duplicate_write"
+    assert ("refuse", refused) in [(d.verdict.value, d.reason) for d in out["guard_log"]]
+
+
+def _one_turn(messages: list[AIMessage]) -> AIMessage:
+    """The calls of several assistant messages as one turn (ids kept)."""
+    return AIMessage("", tool_calls=[c for m in messages for c in m.tool_calls])
+
+
 def test_the_escalation_question_is_worded_from_the_policys_texts() -> None:
     from agent_guards.core.texts import TEXTS_ZH
     from agent_guards.loop_check import LoopState, create_loop_escalate
