@@ -418,9 +418,17 @@ class Nodes:
                              response_metadata=meta)  # fmt: skip
             return Command(goto="record_step", update=_after(fitted, {"step_messages": [note]}))
         reply = self.agent_model.invoke(messages)
-        goto = "tools" if isinstance(reply, AIMessage) and reply.tool_calls else "record_step"
+        calls = isinstance(reply, AIMessage) and bool(reply.tool_calls)
         update = {"step_messages": [reply], "usage": usage_of(reply)}
-        return Command(goto=goto, update=_after(fitted, update))
+        if calls and (outcome := self.stop_now(state, config)) is not None:
+            # the tool budget is spent and the model asks for more: the step ends here,
+            # its calls answered as not run
+            detail = f"Stopped before the next tool call: {outcome['detail']}."
+            refused = answer_pending([reply], f"[budget] Not executed. {detail}", name="budget")
+            note = AIMessage(detail, name="budget")
+            update = {**update, "step_messages": [reply, *refused, note], "outcome": outcome}
+            return Command(goto="record_step", update=_after(fitted, update))
+        return Command(goto="tools" if calls else "record_step", update=_after(fitted, update))
 
     def record_step(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
         current = current_plan(state.get("plans") or [])
