@@ -46,8 +46,9 @@ from agent_guards.planner_gate import (
 from agent_guards.retry_router import FailureKind, describe_failure
 from agent_guards.retry_router.classify import failure_of
 from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger
-from agent_guards.tool_guard.plan import Plan, cancelled, from_ledger
+from agent_guards.tool_guard.plan import Plan, cancelled
 from agent_guards.tool_guard.state_ledger import StateLedger
+from agent_guards.tool_guard.wrapper import settle
 
 from .outcomes import (
     blend_outcome,
@@ -183,26 +184,12 @@ class Nodes:
         where: tuple[Any, str] | None,
         detail: str,
     ) -> Plan:
-        """The answer to one call a cancel found without a result, from its ledger entry."""
-        status = (entry or {}).get("status")
-        if (
-            entry is None
-            or where is None
-            or self.ledger is None
-            or status not in ("done", "started")
-        ):
+        """The answer to one call a cancel found without a result, from its ledger entry:
+        what it did, or (never run, or it did not happen) cancelled."""
+        if entry is None or where is None or self.ledger is None:
             return cancelled(call, detail)
-        if status == "done":
-            content, artifact = entry.get("content", ""), entry.get("artifact")
-            return from_ledger(call, content, "recorded_outcome", policy="", artifact=artifact)
-        answer = self.ledger.ask(entry)  # it started and never reported back: did it happen?
-        if answer is None:
-            self.ledger.void(*where, entry)
-            return cancelled(call, detail)
-        content, artifact = answer if isinstance(answer, tuple) else (answer, None)
-        self.ledger.finish(*where, str(call["id"]), content=str(content), ok=True, started=entry,
-                           artifact=artifact)  # fmt: skip
-        return from_ledger(call, str(content), "reconciled", policy="", artifact=artifact)
+        settled = settle(self.ledger, *where, call, entry)
+        return settled if isinstance(settled, Plan) else cancelled(call, detail)
 
     def over_budget(self, state: Mapping[str, Any], config: RunnableConfig) -> StopReason | None:
         """Why the run must stop now (cumulative usage vs the budget), or None."""
@@ -528,16 +515,17 @@ class Nodes:
         ledger's namespace, so neither a later cancel on the thread nor a replay of a
         checkpoint from before this one runs the hook again (without a store only the
         state's record holds, on the branch that ran the cancel)."""
-        store, thread = get_store(), (config.get("configurable") or {}).get("thread_id")
-        ns = None
-        if store is not None and self.ledger is not None and thread is not None:
-            ns = (*self.ledger.namespace, str(thread), "compensated")
+        where = self.ledger_view(state, config)
+        store: Any = None
+        ns: tuple[str, ...] = ()
+        if where is not None and self.ledger is not None and not isinstance(where[0], StateLedger):
+            store, ns = where[0], (*self.ledger.namespace, where[1], "compensated")
         undone: list[tuple[str, PlanStep, str]] = []
         for call_id, step in to_undo(state, self.undo, self.ledger_writes(state, config)):
-            if ns is not None and store is not None and store.get(ns, call_id) is not None:
+            if store is not None and store.get(ns, call_id) is not None:
                 continue  # undone by a cancel this state does not know of (a replay)
             line = self.undo[str(step.tool)](step)
-            if ns is not None and store is not None:
+            if store is not None:
                 store.put(ns, call_id, {"tool": step.tool, "step": step.id, "line": line},
                           index=False)  # fmt: skip
             undone.append((call_id, step, line))

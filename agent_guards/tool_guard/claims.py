@@ -95,6 +95,12 @@ def _kind(store: BaseStore) -> str:
     return ""
 
 
+def _async_kind(store: BaseStore) -> str:
+    """``_kind`` of an async store (AsyncSqliteStore, AsyncPostgresStore: they keep their
+    event loop), "" for any other."""
+    return _kind(store) if getattr(store, "loop", None) is not None else ""
+
+
 def is_atomic(store: BaseStore) -> bool:
     """Whether ``claim`` on this store is atomic across processes (SQLite, PostgreSQL)."""
     return bool(_kind(store))
@@ -122,10 +128,9 @@ def claim(
     Sync API: on an async store call it from a worker thread (as the store's own sync
     methods require).
     """
-    kind = _kind(store)
-    prefix = ".".join(namespace)
-    if kind and getattr(store, "loop", None) is not None:  # AsyncSqliteStore, AsyncPostgresStore
-        return _on_loop(store, _aclaim(store, kind, prefix, key, value, text=text))
+    kind, prefix = _kind(store), ".".join(namespace)
+    if akind := _async_kind(store):
+        return _on_loop(store, _aclaim(store, akind, prefix, key, value, text=text))
     if kind == "sqlite":
         return _sqlite_write(store, _SQLITE, (prefix, key, text or _json(value))) == 1
     if kind == "postgres":
@@ -147,8 +152,7 @@ async def aclaim(
 ) -> bool:
     """:func:`claim` from the event loop: awaited on an async store, run here on a store
     that does no I/O, in a worker thread on any other."""
-    kind = _kind(store)
-    if kind and getattr(store, "loop", None) is not None:
+    if kind := _async_kind(store):
         return await _aclaim(store, kind, ".".join(namespace), key, value, text=text)
     return await _off_loop(store, claim, store, namespace, key, value, text=text)
 
@@ -254,8 +258,8 @@ def overwrite(
     or PostgreSQL store, sync or async, an item that exists (a claim) is updated in one
     statement. ``text`` as for :func:`claim`."""
     kind, prefix = _kind(store), ".".join(namespace)
-    if kind and getattr(store, "loop", None) is not None:  # AsyncSqliteStore, AsyncPostgresStore
-        done = _on_loop(store, _aoverwrite(store, kind, prefix, key, value, text=text))
+    if akind := _async_kind(store):
+        done = _on_loop(store, _aoverwrite(store, akind, prefix, key, value, text=text))
     elif kind == "sqlite":
         done = _sqlite_write(store, _SQLITE_UPDATE, (text or _json(value), prefix, key)) == 1
     elif kind == "postgres":
@@ -275,8 +279,8 @@ async def aoverwrite(
     text: str | None = None,
 ) -> None:
     """:func:`overwrite` from the event loop, as :func:`aclaim` runs ``claim``."""
-    kind = _kind(store)
-    if not (kind and getattr(store, "loop", None) is not None):
+    kind = _async_kind(store)
+    if not kind:
         await _off_loop(store, overwrite, store, namespace, key, value, text=text)
     elif not await _aoverwrite(store, kind, ".".join(namespace), key, value, text=text):
         await store.aput(namespace, key, dict(value), index=False)
@@ -304,8 +308,8 @@ def count(store: BaseStore, namespace: tuple[str, ...], *, status_not: str) -> i
         1
     """
     kind, prefix = _kind(store), ".".join(namespace)
-    if kind and getattr(store, "loop", None) is not None:  # AsyncSqliteStore, AsyncPostgresStore
-        return _on_loop(store, _acount(store, kind, prefix, status_not))
+    if akind := _async_kind(store):
+        return _on_loop(store, _acount(store, akind, prefix, status_not))
     if kind == "sqlite":  # a read: no transaction; the cursor holds the store's lock
         with store._cursor(transaction=False) as cursor:  # type: ignore[attr-defined]
             cursor.execute(_SQLITE_COUNT, (prefix, status_not))

@@ -613,31 +613,14 @@ class ToolCallGuard:
         reconciled after it never reported back), or the entry when the call may run (it
         failed, did not happen, or only reads: a read may simply run again)."""
         assert self.ledger is not None
-        call, label = request.tool_call, self._policy_label()
+        call = request.tool_call
         if not (effect or Effect.UNKNOWN).changes_world:
             return dict(entry)
         if entry.get("signature", "") not in ("", retry_signature(call)[:500]):
             return dict(entry)  # the id came back with other arguments (a fork that edited them)
         if entry["status"] == "started":  # running elsewhere, or it never reported back
             entry = self.ledger.outcome(store, thread, str(call["id"]), sleep=self._wait) or {}
-        if entry.get("status") == "done":
-            content, artifact = entry.get("content", ""), entry.get("artifact")
-            return from_ledger(call, content, "recorded_outcome", policy=label, artifact=artifact)
-        if entry.get("status") != "started":
-            return dict(entry)
-        answer = self._reconcile(entry)
-        if answer is None:  # it did not happen: not counted, and the call may run
-            self.ledger.void(store, thread, entry)
-            return {**entry, "status": "not_run"}
-        content, artifact = answer if isinstance(answer, tuple) else (answer, None)
-        self.ledger.finish(store, thread, str(call["id"]), content=str(content), ok=True,
-                           started=entry, artifact=artifact)  # fmt: skip
-        return from_ledger(call, str(content), "reconciled", policy=label, artifact=artifact)
-
-    def _reconcile(self, entry: Mapping[str, Any]) -> str | tuple[str, Any] | None:
-        """Did a started-but-unknown write happen? (:meth:`RunLedger.ask`)"""
-        assert self.ledger is not None
-        return self.ledger.ask(entry)
+        return settle(self.ledger, store, thread, call, entry, policy=self._policy_label())
 
     async def _off_loop(self, func: Callable[..., T], request: ToolCallRequest, *args: Any) -> T:
         """Run a step that reads or writes the ledger, ``func(request, *args)``, off the
@@ -772,6 +755,33 @@ _ON_LOOP: ContextVar[bool] = ContextVar("agent_guards_ledger_on_loop", default=F
 
 class _WouldBlock(Exception):
     """A ledger step running on the event loop would have to wait."""
+
+
+def settle(
+    ledger: RunLedger,
+    store: BaseStore,
+    thread: str,
+    call: Mapping[str, Any],
+    entry: Mapping[str, Any],
+    *,
+    policy: str = "",
+) -> Plan | dict[str, Any]:
+    """What a call's recorded execution says, once nothing runs it any more: its outcome as
+    the answer (done, or confirmed by :meth:`RunLedger.ask` after it never reported back),
+    or the entry when the call may run (it failed, or it did not happen: then not counted)."""
+    if entry.get("status") == "done":
+        content, artifact = entry.get("content", ""), entry.get("artifact")
+        return from_ledger(call, content, "recorded_outcome", policy=policy, artifact=artifact)
+    if entry.get("status") != "started":
+        return dict(entry)
+    answer = ledger.ask(entry)
+    if answer is None:  # it did not happen: not counted, and the call may run
+        ledger.void(store, thread, entry)
+        return {**entry, "status": "not_run"}
+    content, artifact = answer if isinstance(answer, tuple) else (answer, None)
+    ledger.finish(store, thread, str(call["id"]), content=str(content), ok=True, started=entry,
+                  artifact=artifact)  # fmt: skip
+    return from_ledger(call, str(content), "reconciled", policy=policy, artifact=artifact)
 
 
 def _intent(request: ToolCallRequest, plan: Plan) -> tuple[str, dict[str, Any]]:
