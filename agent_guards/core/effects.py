@@ -61,6 +61,15 @@ class Effect(StrEnum):
         """
         return self is not Effect.READ
 
+    @property
+    def declared_write(self) -> bool:
+        """True for the two write classes: the tool says it changes the world.
+
+        >>> Effect.IDEMPOTENT.declared_write, Effect.UNKNOWN.declared_write
+        (True, False)
+        """
+        return self in (Effect.WRITE, Effect.IDEMPOTENT)
+
 
 _HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 

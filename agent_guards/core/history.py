@@ -47,6 +47,7 @@ from agent_guards.core.signatures import (
     is_guard_message,
     normalize_result,
     safe_str,
+    signature_keys,
 )
 
 __all__ = [
@@ -211,11 +212,13 @@ def _tool_action(
     status, key, evidence, length, reused = (
         ("pending", None, None, 0, False) if answer is None else _outcome(answer, opts)
     )
+    effect = opts.effects.of(name, recorded_effect(answer) or opts.declared.get(name))
+    keys = signature_keys(opts.ignore_keys, effect.declared_write)
     return Action(
         "tool",
         name,
         str(call_id),
-        call_signature(name, args, ignore_keys=opts.ignore_keys),
+        call_signature(name, args, ignore_keys=keys),
         _scope(args, opts.scope_keys),
         status,
         key,
@@ -225,7 +228,7 @@ def _tool_action(
         answer,
         position,
         attempts=_attempts(answer) if answer is not None else 1,
-        effect=opts.effects.of(name, recorded_effect(answer) or opts.declared.get(name)),
+        effect=effect,
         turns_ago=turns_ago,
         failure=None if answer is None else _failure(answer, opts),
     )

@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_IGNORED_ARG_KEYS",
     "DEFAULT_SCOPE_KEYS",
     "REUSE_PREFIX",
+    "WRITE_IDENTITY_KEYS",
     "Normalizer",
     "call_signature",
     "canonical_args",
@@ -30,6 +31,7 @@ __all__ = [
     "is_guard_message",
     "normalize_result",
     "safe_str",
+    "signature_keys",
 ]
 
 # fmt: off
@@ -39,6 +41,12 @@ DEFAULT_IGNORED_ARG_KEYS: frozenset[str] = frozenset({
     "cache_buster", "cachebuster",
 })
 """Argument keys left out of a call signature: volatile ids and timestamps, not entity ids."""
+
+WRITE_IDENTITY_KEYS: frozenset[str] = frozenset({
+    "idempotency_key", "nonce", "timestamp", "ts", "client_ts", "client_time", "sent_at",
+})
+"""Ignored keys that still tell two declared *writes* apart: a fresh idempotency key asks the tool
+for a new change, and a reminder at another time is another reminder. Trace ids do not."""
 
 DEFAULT_SCOPE_KEYS: frozenset[str] = frozenset({
     "region", "country", "city", "locale", "language", "lang", "market", "tenant",
@@ -137,6 +145,19 @@ def call_signature(
         ignore_keys if isinstance(ignore_keys, frozenset) else frozenset(map(_key, ignore_keys))
     )
     return f"{name}:{canonical_args(args, ignore_keys=ignore)}"
+
+
+@functools.cache
+def signature_keys(ignore_keys: frozenset[str], write: bool) -> frozenset[str]:
+    """The keys a call's signature leaves out: all of ``ignore_keys``, less
+    :data:`WRITE_IDENTITY_KEYS` for a tool declared to write (an unknown tool keeps them
+    out, so a model stuck on it with fresh timestamps is still seen repeating).
+
+    Example:
+        >>> sorted(signature_keys(frozenset({"trace_id", "idempotency_key"}), True))
+        ['trace_id']
+    """
+    return ignore_keys - WRITE_IDENTITY_KEYS if write else ignore_keys
 
 
 REUSE_LINE = re.compile(r"\A\[loop_check\][^\n]*(?:\n|\Z)")

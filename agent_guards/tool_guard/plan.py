@@ -17,7 +17,14 @@ from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect, ToolEffects, effect_from_metadata
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.history import Action, recorded_effect, scan_actions
-from agent_guards.core.signatures import REUSE_LINE, REUSE_PREFIX, call_signature, content_text
+from agent_guards.core.signatures import (
+    DEFAULT_IGNORED_ARG_KEYS,
+    REUSE_LINE,
+    REUSE_PREFIX,
+    call_signature,
+    content_text,
+    signature_keys,
+)
 from agent_guards.graph import state_messages, state_value
 from agent_guards.loop_check.policy import LoopPolicy
 from agent_guards.retry_router.classify import failure_of
@@ -141,7 +148,8 @@ def _plan(
     no_reuse = not loop.reuse_results or call["name"] in loop.no_reuse_tools
     if no_reuse and effect is not Effect.WRITE:
         return Plan("execute", prior=prior, effect=effect)
-    signature = call_signature(call["name"], call.get("args"), ignore_keys=loop.ignore_arg_keys)
+    keys = signature_keys(loop.ignore_arg_keys, effect.declared_write)
+    signature = call_signature(call["name"], call.get("args"), ignore_keys=keys)
     before = _earlier_in_turn(ai, call)
     same_turn = _same_turn(call, before, effect, signature, loop)
     if same_turn is not None:
@@ -207,7 +215,7 @@ def _same_turn(
     write is refused (it would do the change twice). A read with a call that may write
     between it and its twin runs again: the model asked for the state after that call.
     """
-    keys = loop.ignore_arg_keys
+    keys = signature_keys(loop.ignore_arg_keys, effect.declared_write)
     for i, earlier in enumerate(before):
         if call_signature(earlier["name"], earlier.get("args"), ignore_keys=keys) != signature:
             continue
@@ -279,9 +287,10 @@ def _reusable(message: ToolMessage) -> bool:
     return failure is None or failure.kind is FailureKind.EMPTY_BUSINESS
 
 
-def retry_signature(call: Any) -> str:
+def retry_signature(call: Any, effect: Effect | None) -> str:
     """The signature retry_router uses (default ignored keys, as its history scan does)."""
-    return call_signature(call["name"], call.get("args"))
+    keys = signature_keys(DEFAULT_IGNORED_ARG_KEYS, effect is not None and effect.declared_write)
+    return call_signature(call["name"], call.get("args"), ignore_keys=keys)
 
 
 def _plan_retry(
@@ -305,7 +314,7 @@ def _plan_retry(
         failure,
         call_id=str(call["id"]),
         tool=call["name"],
-        signature=retry_signature(call),
+        signature=retry_signature(call, effect),
         attempt=attempt,
         prior=prior,
         policy=retry,
@@ -475,7 +484,8 @@ def over_budget(
     answered = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     if plan.kind == "retry":  # a re-entry: only the failed calls of the turn run again
         before = [c for c in before if _failed(answered.get(str(c.get("id"))))]
-    spent += len({call_signature(c["name"], c.get("args")) for c in before})
+    keys = signature_keys(DEFAULT_IGNORED_ARG_KEYS, True)  # the fewest left out: counts high
+    spent += len({call_signature(c["name"], c.get("args"), ignore_keys=keys) for c in before})
     if spent < limit:
         return None
     content = (

@@ -251,7 +251,7 @@ class ToolCallGuard:
             failure,
             call_id=str(call["id"]),
             tool=call["name"],
-            signature=retry_signature(call),
+            signature=retry_signature(call, plan.effect),
             attempt=plan.attempt,
             prior=plan.prior,
             policy=self.retry,
@@ -616,7 +616,7 @@ class ToolCallGuard:
         call = request.tool_call
         if not (effect or Effect.UNKNOWN).changes_world:
             return dict(entry)
-        if entry.get("signature", "") not in ("", retry_signature(call)[:500]):
+        if entry.get("signature", "") not in ("", retry_signature(call, effect)[:500]):
             return dict(entry)  # the id came back with other arguments (a fork that edited them)
         if entry["status"] == "started":  # running elsewhere, or it never reported back
             entry = self.ledger.outcome(store, thread, str(call["id"]), sleep=self._wait) or {}
@@ -790,7 +790,7 @@ def _intent(request: ToolCallRequest, plan: Plan) -> tuple[str, dict[str, Any]]:
     args = call.get("args")
     return str(call["id"]), {
         "tool": call["name"],
-        "signature": retry_signature(call),
+        "signature": retry_signature(call, plan.effect),
         "effect": plan.effect or Effect.UNKNOWN,
         "attempt": plan.attempt,
         "args": args if isinstance(args, Mapping) else None,

@@ -389,3 +389,53 @@ def test_reworded_reads_of_unknown_effect_are_not_no_progress() -> None:
 def test_effects_given_to_detect_loop_must_be_a_mapping() -> None:
     with pytest.raises(TypeError, match="effects must map tool names"):
         detect_loop(history(BAL), effects=["get_balance"])  # type: ignore[arg-type]
+
+
+# -- the keys that tell two writes apart ------------------------------------------------
+
+REMIND = ("remind", {"text": "pills", "timestamp": "2026-12-02T09:00"}, "reminder set")
+KEYED = ("transfer", {"account": "A", "amount": 30, "idempotency_key": "k1"}, "transferred 30")
+KEY_EFFECTS = ToolEffects(read_only={"search"}, writes={"transfer", "remind"})
+
+
+def plan_keyed(
+    steps: list[tuple[str, dict[str, Any], str]], name: str, args: dict[str, Any]
+) -> Any:
+    ai = ask((name, args))
+    request = Request({"messages": [*history(*steps), ai]}, ai.tool_calls[0])
+    return plan_call(request, loop=LoopPolicy(effects=KEY_EFFECTS), retry=None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("nxt", "kind"),
+    [
+        (("transfer", {**KEYED[1], "idempotency_key": "k2"}), "execute"),
+        (("transfer", {**KEYED[1], "trace_id": "t-7"}), "reuse"),
+        (("transfer", dict(KEYED[1])), "reuse"),
+        (("remind", {**REMIND[1], "timestamp": "2026-12-03T09:00"}), "execute"),
+    ],
+    ids=["a fresh idempotency key", "only a trace id", "identical", "another time"],
+)
+def test_a_write_with_a_new_idempotency_key_or_time_is_a_new_change(
+    nxt: tuple[str, dict[str, Any]], kind: str
+) -> None:
+    plan = plan_keyed([KEYED if nxt[0] == "transfer" else REMIND], *nxt)
+    assert plan.kind == kind
+    if kind == "reuse":
+        assert [d.reason for d in plan.decisions] == ["repeated_write"]
+
+
+def test_a_read_or_unknown_call_with_fresh_timestamps_is_still_one_call() -> None:
+    steps = [("search", {"q": "x", "timestamp": t}, "results for x " * 5) for t in (1, 2)]
+    assert plan_keyed(steps, "search", {"q": "x", "timestamp": 3}).kind == "reuse"
+    probes = [("probe", {"q": "x", "nonce": n}, "probe says x " * 5) for n in (1, 2, 3)]
+    assert detect_loop(history(*probes)).verdict.value == "stop"
+
+
+def test_writes_told_apart_by_their_key_are_progress_when_counting() -> None:
+    steps = [("transfer", {**KEYED[1], "idempotency_key": f"k{i}"}, "ok") for i in range(4)]
+    assert detect_loop(history(*steps), policy=LoopPolicy(effects=KEY_EFFECTS)).reason == "no_loop"
+    same = [KEYED] * 3
+    assert (
+        detect_loop(history(*same), policy=LoopPolicy(effects=KEY_EFFECTS)).verdict.value == "stop"
+    )
