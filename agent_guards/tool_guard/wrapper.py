@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -701,7 +701,7 @@ class ToolCallGuard:
         if where is None or self.ledger is None or started is None:
             return
         call_id = str(request.tool_call["id"])
-        self.ledger.finish(*where, call_id, started=started, **_outcome(result, failure))
+        self.ledger.finish(*where, call_id, started=started, **_outcome(result, failure, call_id))
 
     def _give_back(
         self,
@@ -728,7 +728,8 @@ class ToolCallGuard:
         if where is None or self.ledger is None or started is None:
             return
         call_id = str(request.tool_call["id"])
-        await self.ledger.afinish(*where, call_id, started=started, **_outcome(result, failure))
+        outcome = _outcome(result, failure, call_id)
+        await self.ledger.afinish(*where, call_id, started=started, **outcome)
 
     def __call__(self, request: ToolCallRequest, execute: Execute) -> Any:
         """Sync ``wrap_tool_call``."""
@@ -797,14 +798,39 @@ def _intent(request: ToolCallRequest, plan: Plan) -> tuple[str, dict[str, Any]]:
     }
 
 
-def _outcome(result: Any, failure: Failure | None) -> dict[str, Any]:
-    """What the ledger records of a call's result after it ran."""
+def _outcome(result: Any, failure: Failure | None, call_id: str) -> dict[str, Any]:
+    """What the ledger records of a call's result after it ran: the answer's text and
+    artifact (a ``Command``'s answer is the ToolMessage its update carries for the call)."""
     message = result if isinstance(result, ToolMessage) else None
+    if isinstance(result, Command):
+        message = _command_answer(result, call_id)
+    if message is not None:
+        content = content_text(message.content)
+    elif isinstance(result, Command):
+        content = "[state update] the tool answered with a Command and no message"
+    else:
+        content = str(result)
     return {
-        "content": content_text(message.content) if message is not None else str(result),
+        "content": content,
         "ok": failure is None,
         "artifact": message.artifact if message is not None and failure is None else None,
     }
+
+
+def _command_answer(command: Command[Any], call_id: str) -> ToolMessage | None:
+    """The ToolMessage answering ``call_id`` in a Command's update, if it carries one."""
+    update = command.update
+    if isinstance(update, Mapping):
+        values: Iterable[Any] = update.values()
+    elif isinstance(update, list | tuple):  # (channel, value) pairs
+        values = (pair[1] for pair in update if isinstance(pair, tuple) and len(pair) == 2)
+    else:
+        values = vars(update).values() if hasattr(update, "__dict__") else ()
+    for value in values:
+        for item in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(item, ToolMessage) and item.tool_call_id == call_id:
+                return item
+    return None
 
 
 def record_effect(message: ToolMessage, effect: Effect) -> ToolMessage:

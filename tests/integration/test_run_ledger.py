@@ -8,11 +8,11 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import tools_condition
@@ -129,6 +129,33 @@ def test_a_completed_write_is_answered_from_the_ledger_on_a_fork(kind: str, tmp_
         assert ("reuse", "recorded_outcome") in [
             (d.verdict.value, d.reason) for d in out["guard_log"]
         ]
+
+
+def test_a_write_answering_with_a_command_is_recorded_by_its_message() -> None:
+    """A tool returning ``Command(update=...)``: the ledger keeps the ToolMessage it carries,
+    so a fork is answered with the tool's own words, not the Command's repr."""
+    runs: list[int] = []
+
+    @tool
+    def pay(amount: int, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
+        """Pay, answering with a state update."""
+        runs.append(amount)
+        answer = ToolMessage(f"paid {amount}", tool_call_id=tool_call_id, artifact={"n": 1})
+        return Command(update={"messages": [answer]})
+
+    model = replies(("pay", {"amount": 5}))
+    builder = StateGraph(LoopState)
+    builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    builder.add_node("tools", ToolCallGuard(ledger=RunLedger()).tool_node([annotate_tool(pay)]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    add_loop_check(builder, "tools", continue_to="model")
+    graph = builder.compile(checkpointer=InMemorySaver(), store=InMemoryStore())
+    graph.invoke({"messages": [HumanMessage("pay 5")]}, CFG)
+    out = graph.invoke(None, before_tools(graph, "call-0"))
+    answer = next(m for m in out["messages"][::-1] if isinstance(m, ToolMessage))
+    assert runs == [5]
+    assert (answer.content, answer.artifact) == ("paid 5", {"n": 1})
 
 
 def test_a_fork_that_edits_a_calls_arguments_runs_the_edited_call() -> None:
