@@ -21,7 +21,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -184,6 +184,29 @@ class FaultyTool(StructuredTool):
         return call in self.empty_on, self.delay_on.get(call, 0.0)
 
 
+def _forward(
+    tool: BaseTool, empty_value: Any
+) -> tuple[Callable[[dict[str, Any]], Any], Callable[[dict[str, Any]], Awaitable[Any]], Any]:
+    """How a wrapper calls ``tool`` (sync, async) and what its empty answer is. A tool
+    answering ``(content, artifact)`` is called with a tool call, so its artifact comes
+    back too; its empty answer has no artifact."""
+    if tool.response_format != "content_and_artifact":
+        return tool.invoke, tool.ainvoke, empty_value
+
+    def as_call(kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "tool_call", "name": tool.name, "args": kwargs, "id": "faulty"}
+
+    def run(kwargs: dict[str, Any]) -> Any:
+        message = tool.invoke(as_call(kwargs))
+        return message.content, message.artifact
+
+    async def arun(kwargs: dict[str, Any]) -> Any:
+        message = await tool.ainvoke(as_call(kwargs))
+        return message.content, message.artifact
+
+    return run, arun, (empty_value, None)
+
+
 def faulty_tool(
     tool: BaseTool,
     *,
@@ -197,7 +220,8 @@ def faulty_tool(
     """Wrap ``tool`` so chosen calls (1-based) raise, come back empty, or are slow.
 
     Args:
-        tool: The tool to wrap; name, description and args schema are kept.
+        tool: The tool to wrap; name, description, args schema, metadata (its effect
+            annotations), tags, response format (its artifacts) and ``return_direct`` are kept.
         fail_on: Call number -> exception (instance or class) to raise on that call.
         fail_always: Raise this on every call (a dead dependency).
         empty_on: Call numbers that return ``empty_value`` instead of calling the tool.
@@ -233,17 +257,19 @@ def faulty_tool(
         empty, delay = wrapped._fault(call)
         return call, empty, delay
 
+    run, arun, empty = _forward(tool, empty_value)
+
     def func(**kwargs: Any) -> Any:
-        _, empty, delay = before(kwargs)
+        _, is_empty, delay = before(kwargs)
         if delay:
             sleep(delay)
-        return empty_value if empty else tool.invoke(kwargs)
+        return empty if is_empty else run(kwargs)
 
     async def afunc(**kwargs: Any) -> Any:
-        _, empty, delay = before(kwargs)
+        _, is_empty, delay = before(kwargs)
         if delay:
             await asyncio.to_thread(sleep, delay)
-        return empty_value if empty else await tool.ainvoke(kwargs)
+        return empty if is_empty else await arun(kwargs)
 
     wrapped = FaultyTool(
         name=tool.name,
@@ -251,6 +277,10 @@ def faulty_tool(
         args_schema=tool.args_schema or {},
         func=func,
         coroutine=afunc,
+        metadata=tool.metadata,  # effect annotations (MCP hints) stay with the tool
+        tags=tool.tags,
+        response_format=tool.response_format,
+        return_direct=tool.return_direct,
         fail_on=faults,
         empty_on=frozenset(empty_on),
         delay_on=dict(delay_on or {}),

@@ -98,3 +98,22 @@ async def test_faulty_tool_async_and_fail_always() -> None:
 def test_faulty_tool_rejects_bad_call_numbers() -> None:
     with pytest.raises(ValueError, match="1-based call numbers"):
         faulty_tool(lookup, fail_on={0: ValueError})
+
+
+async def test_faulty_tool_keeps_effect_annotations_and_artifacts() -> None:
+    from agent_guards.core import Effect, annotate_tool, effects_of_tools
+
+    @tool(response_format="content_and_artifact")
+    def search(q: str) -> tuple[str, dict[str, str]]:
+        """Search, returning the hits as an artifact."""
+        return f"1 hit for {q}", {"hit": q}
+
+    flaky = faulty_tool(annotate_tool(search, read_only=True), empty_on=[2])
+    assert effects_of_tools([flaky]) == {"search": Effect.READ}
+    call = {"type": "tool_call", "name": "search", "args": {"q": "a"}, "id": "c1"}
+    first = flaky.invoke(call)
+    assert (first.content, first.artifact) == ("1 hit for a", {"hit": "a"})
+    empty = await flaky.ainvoke({**call, "id": "c2"})
+    assert (empty.content, empty.artifact) == ("", None)
+    third = await flaky.ainvoke({**call, "id": "c3"})
+    assert third.artifact == {"hit": "a"}
