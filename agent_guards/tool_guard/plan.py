@@ -223,7 +223,7 @@ def _same_turn(
         if effect is Effect.WRITE:
             return _refuse_duplicate(call, source, signature, loop)
         between = before[i + 1 :]
-        if effect is Effect.READ and any(_may_write(b, loop) for b in between):
+        if effect is Effect.READ and any(_may_write(b, call, effect, loop) for b in between):
             return None
         return _reuse(
             call, source, original=None, signature=signature, prior=(), loop=loop, effect=effect
@@ -231,8 +231,13 @@ def _same_turn(
     return None
 
 
-def _may_write(call: Any, loop: LoopPolicy) -> bool:
-    return loop.effects.of(call["name"]).changes_world
+def _may_write(sibling: Any, call: Any, effect: Effect, loop: LoopPolicy) -> bool:
+    """Whether a sibling call of the turn may write. Only this call's tool is at hand
+    (a sibling's annotations are not), so a sibling no policy set names may write, even
+    under a read-only default: its tool may declare a write."""
+    if sibling["name"] == call["name"]:
+        return effect.changes_world
+    return loop.effects.of(sibling["name"], Effect.UNKNOWN).changes_world
 
 
 def _earlier_turn(

@@ -439,3 +439,16 @@ def test_writes_told_apart_by_their_key_are_progress_when_counting() -> None:
     assert (
         detect_loop(history(*same), policy=LoopPolicy(effects=KEY_EFFECTS)).verdict.value == "stop"
     )
+
+
+def test_a_sibling_declaring_a_write_in_its_metadata_is_a_write_under_a_read_default() -> None:
+    """[balance, transfer, balance] in one turn, transfer a write by its annotation only and
+    the policy's default read-only: the second balance is read again, not reused stale."""
+    ai = ask(BAL[:2], PAY[:2], BAL[:2])
+    policy = LoopPolicy(effects=ToolEffects(default=Effect.READ))
+    messages = [HumanMessage("pay"), ai]
+    kinds = [
+        plan_call(Request({"messages": messages}, c), loop=policy, retry=None).kind  # type: ignore[arg-type]
+        for c in ai.tool_calls
+    ]
+    assert kinds == ["execute", "execute", "execute"]
