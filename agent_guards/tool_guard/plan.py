@@ -470,14 +470,14 @@ def over_budget(
     messages_key: str = "messages",
     spent: int = 0,
     usage_key: str = "usage",
+    loop: LoopPolicy | None = None,
 ) -> Plan | None:
     """The budget answer for a call that would pass ``limit`` executions, or None.
 
     Spent = the larger of ``spent`` (the run ledger's count, shared by every checkpoint of
     the thread) and the state's ``usage["tool_calls"]``, plus the calls of this turn
-    before this one that may run too. Those are counted without planning them (a
-    duplicate signature in the turn is not counted), so the count can only be high: a
-    turn never runs more than the budget allows.
+    before this one that may run too (see :func:`_may_run`): the count can only be high,
+    so a turn never runs more than the budget allows.
     """
     usage = state_value(request.state, usage_key) or {}
     counted = int(usage.get("tool_calls", 0)) if isinstance(usage, Mapping) else 0
@@ -489,8 +489,7 @@ def over_budget(
     answered = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     if plan.kind == "retry":  # a re-entry: only the failed calls of the turn run again
         before = [c for c in before if _failed(answered.get(str(c.get("id"))))]
-    keys = signature_keys(DEFAULT_IGNORED_ARG_KEYS, True)  # the fewest left out: counts high
-    spent += len({call_signature(c["name"], c.get("args"), ignore_keys=keys) for c in before})
+    spent += _may_run(before, loop)
     if spent < limit:
         return None
     content = (
@@ -517,6 +516,30 @@ def over_budget(
         data={"limit": limit, "value": spent, "tool": call["name"]},
     )
     return Plan("reuse", message=message, decisions=(decision,), prior=plan.prior)
+
+
+def _may_run(before: Sequence[Any], loop: LoopPolicy | None) -> int:
+    """How many of a turn's earlier calls may execute, counted without planning them: all
+    but a call identical in every argument to an earlier one with only calls of its tool
+    between, which the loop policy answers in the turn without running it. Trace
+    keys and anything else that may tell calls apart count, so the estimate is high."""
+    count, tool, run = 0, None, set[str]()  # run: the signatures of the current tool's run
+    for c in before:
+        signature = call_signature(c["name"], c.get("args"), ignore_keys=frozenset())
+        if c["name"] != tool:
+            tool, run = c["name"], set()
+        if signature not in run or not _answered_in_turn(c["name"], loop):
+            count += 1
+        run.add(signature)
+    return count
+
+
+def _answered_in_turn(tool: str, loop: LoopPolicy | None) -> bool:
+    """Whether the loop policy answers a duplicate of ``tool`` in a turn without running it."""
+    if loop is None or tool in loop.exempt_tools:
+        return False
+    reuse = loop.reuse_results and tool not in loop.no_reuse_tools
+    return reuse or loop.effects.of(tool) is Effect.WRITE
 
 
 def _failed(message: ToolMessage | None) -> bool:

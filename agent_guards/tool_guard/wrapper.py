@@ -494,6 +494,7 @@ class ToolCallGuard:
             messages_key=self.messages_key,
             spent=spent,
             usage_key=self.keys.usage,
+            loop=self.loop,
         )
         if refused is not None:  # unless it already ran: then its outcome costs nothing
             known = self._recorded(request, plan, *where) if where is not None else None
@@ -501,7 +502,7 @@ class ToolCallGuard:
             return replace(answer, ledger=where)
         if extra and over_budget(
             request, plan, limit, messages_key=self.messages_key, spent=spent,
-            usage_key=self.keys.usage,
+            usage_key=self.keys.usage, loop=self.loop,
         ):  # fmt: skip
             return replace(
                 plan, decisions=(*plan.decisions, granted(request.tool_call, limit, extra, why))
@@ -598,7 +599,8 @@ class ToolCallGuard:
             return started
         self.ledger.void(store, thread, started)
         refused = over_budget(request, plan, limit, messages_key=self.messages_key,
-                              spent=spent - 1, usage_key=self.keys.usage)  # fmt: skip
+                              spent=spent - 1, usage_key=self.keys.usage,
+                              loop=self.loop)  # fmt: skip
         return refused if refused is not None else started
 
     def _settle(

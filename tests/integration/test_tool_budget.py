@@ -16,6 +16,7 @@ from langgraph.store.memory import InMemoryStore
 
 from agent_guards import (
     Budget,
+    LoopPolicy,
     LoopState,
     RetryState,
     ToolCallGuard,
@@ -61,6 +62,61 @@ async def test_two_hundred_parallel_calls_against_forty_run_forty(mode: str) -> 
     assert len(refused) == 160
     budget = [d for d in out["guard_log"] if d.guard == "budget"]
     assert len(budget) == 160 and {d.reason for d in budget} == {"max_tool_calls"}
+
+
+def build_guarded(runs: list[Any], guard: ToolCallGuard) -> Any:
+    @tool
+    def fetch(i: int, trace_id: str = "") -> str:
+        """Fetch item i."""
+        runs.append(i)
+        return f"item {i}"
+
+    model = ScriptedChatModel(
+        script=[
+            AIMessage(
+                "",
+                tool_calls=[
+                    {"name": "fetch", "args": {"i": 1, "trace_id": f"t{n}"}, "id": f"c{n}"}
+                    for n in range(4)
+                ],
+            ),
+            "done",
+        ]
+    )
+    builder = StateGraph(LoopState)
+    builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    builder.add_node("tools", guard.tool_node([annotate_tool(fetch, read_only=True)]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", "model")
+    return builder.compile()
+
+
+@pytest.mark.parametrize(
+    "guard",
+    [
+        ToolCallGuard(budget=Budget(max_tool_calls=2), loop=None),
+        ToolCallGuard(budget=Budget(max_tool_calls=2), loop=LoopPolicy(ignore_arg_keys=set())),
+    ],
+    ids=["no loop policy", "trace ids kept in signatures"],
+)
+def test_duplicates_in_a_turn_that_run_are_counted_without_a_ledger(guard: ToolCallGuard) -> None:
+    """Four alike calls in one turn, each of which runs (no loop policy answers duplicates,
+    or the policy tells them apart by their trace ids): two run, two get the budget answer."""
+    runs: list[Any] = []
+    out = build_guarded(runs, guard).invoke({"messages": [HumanMessage("go")]})
+    assert runs == [1, 1] and out["usage"] == {"tool_calls": 2}
+    answers = [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert [a.startswith("[budget]") for a in answers] == [False, False, True, True]
+
+
+def test_duplicates_the_loop_policy_answers_in_the_turn_cost_nothing() -> None:
+    runs: list[Any] = []
+    guard = ToolCallGuard(budget=Budget(max_tool_calls=2))
+    out = build_guarded(runs, guard).invoke({"messages": [HumanMessage("go")]})
+    assert runs == [1] and out["usage"] == {"tool_calls": 1}
+    answers = [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert not any(a.startswith("[budget]") for a in answers)
 
 
 def test_a_later_turn_on_a_spent_budget_runs_nothing() -> None:
