@@ -275,7 +275,7 @@ class Nodes:
             return None
         assert marked is not None
         kind = step.fallback if step.fallback in ("use_cache", "skip") else "ask_user"
-        cached = _cached(state.get("plans") or [], marked, step) if kind == "use_cache" else None
+        cached = self.cached_result(state, config, marked, step) if kind == "use_cache" else None
         decision = _fallback_decision(step, why, kind, late, Verdict.FALLBACK, cached=cached)
         update["guard_log"] = [stamp(decision, config)]
         if kind == "ask_user":
@@ -547,6 +547,36 @@ class Nodes:
             return []
         where = self.ledger_view(state, config)
         return self.ledger.done_writes(*where) if where is not None else []
+
+    def cached_result(
+        self,
+        state: Mapping[str, Any],
+        config: RunnableConfig,
+        current: PlanVersion,
+        step: PlanStep,
+    ) -> PlanStep | None:
+        """The done step a ``use_cache`` fallback may answer with: the newest one with this
+        step's tool and arguments, and, for a read, only while nothing that may write ran
+        after it (on the ledger's clock; without a ledger, while no write step is done at
+        all). A stale read is no cache: the step is skipped instead."""
+        versions = state.get("plans") or []
+        cached = _cached(versions, current, step)
+        if cached is None or cached.tool not in self.reads:
+            return cached  # a done write stays done (its result carries over)
+        where = self.ledger_view(state, config)
+        if self.ledger is None or where is None:
+            writes = (s for v in versions for s in v.steps if s.tool not in self.reads)
+            return None if any(s.status is StepStatus.DONE for s in writes) else cached
+        started = [
+            float(entry.get("started_at", 0))
+            for cid in cached.call_ids
+            if (entry := self.ledger.entry(*where, cid)) is not None
+        ]
+        since = min(started, default=float("-inf"))  # not in the ledger: any write is later
+        later = [
+            w for w in self.ledger.done_writes(*where) if float(w.get("started_at", 0)) > since
+        ]
+        return None if later else cached
 
     def ledger_view(
         self, state: Mapping[str, Any], config: RunnableConfig

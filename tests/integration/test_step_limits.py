@@ -133,6 +133,37 @@ def test_a_failing_step_uses_the_cached_result_of_the_same_call() -> None:
     assert len(calls) > 1
 
 
+def test_a_cached_read_is_not_used_after_a_write_ran_since() -> None:
+    """fetch, post (a write), fetch again failing with ``use_cache``: the first fetch's
+    result predates the write, so it is no cache; the step is skipped, not answered stale."""
+    calls: list[str] = []
+
+    @tool
+    def post_alpha() -> str:
+        """Publish a new alpha figure."""
+        calls.append("post_alpha")
+        return "posted"
+
+    policies = Policies(approval_risk=None)
+    fetch = tool_call_message("fetch_alpha", {})
+    script = RoleScript(
+        parse_goal=[json.dumps({"intent": "audit", "dimensions": ["alpha"]})],
+        plan=[_plan(_step("s1", "fetch_alpha"), _step("s2", "post_alpha", depends_on=["s1"]),
+                    _step("s3", "fetch_alpha", fallback="use_cache", depends_on=["s2"]))],
+        agent={"s1": [fetch, "fetched"], "s2": [tool_call_message("post_alpha", {}), "posted"],
+               "s3": [fetch, "fetched"]},
+        review=[CONTINUE, CONTINUE, CONTINUE, FINISH],
+    )  # fmt: skip
+    graph = _graph(script, [*_tools(calls, 2), annotate_tool(post_alpha)], policies)
+    out = graph.invoke({"messages": [("user", "Audit alpha.")]}, _config(policies, at(0)))
+    assert calls[:2] == ["fetch_alpha", "post_alpha"] and len(calls) > 2
+    plan = out["plans"][-1]
+    assert plan.step("s3").status is StepStatus.SKIPPED and not plan.step("s3").evidence_ids
+    [decision] = [d for d in out["guard_log"] if d.guard == "planner_gate"
+                  and d.verdict.value == "fallback"]  # fmt: skip
+    assert decision.data["taken"] == "use_cache" and "no cached result" in decision.detail
+
+
 def test_a_timeout_without_a_fallback_is_recorded() -> None:
     policies = Policies(approval_risk=None)
     graph = _graph(_script(_step("s1", "fetch_alpha", timeout_s=10)), _tools([]), policies)
