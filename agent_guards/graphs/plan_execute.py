@@ -281,7 +281,8 @@ def cancel_run(app: Any, config: RunnableConfig, reason: str = "cancelled by the
     work (plan, step, model call, review) ends the run instead, and the thread's completed
     writes, whatever plan version ran them, are compensated newest first, once each (a
     write a cancel already undid is never undone again). Works on a run
-    stopped between steps (``interrupt_before``/``interrupt_after``, a crash, a budget).
+    stopped between steps (``interrupt_before``/``interrupt_after``, a crash) and on one
+    that ended (its answer given, or a budget spent): its writes are undone all the same.
     A run paused for an approval is cancelled with ``Command(resume={"cancel": reason})``.
 
     Example:
@@ -298,7 +299,10 @@ def cancel_run(app: Any, config: RunnableConfig, reason: str = "cancelled by the
         ('cancelled', 'Cancelled: the user changed their mind')
     """
     configurable = {**(config.get("configurable") or {}), CANCEL_KEY: reason}
-    return app.invoke(None, {**config, "configurable": configurable})
+    # a run that ended (answered, or stopped by a budget) has no next node to resume: a
+    # turn with no new message starts, and its first node sees the cancel
+    ended = not app.get_state(config).next
+    return app.invoke({"messages": []} if ended else None, {**config, "configurable": configurable})
 
 
 def graph(config: RunnableConfig) -> Any:

@@ -238,3 +238,36 @@ def test_a_replay_from_before_the_cancel_does_not_undo_again_with_a_store(
     assert out["outcome"]["compensated"] == ["delete draft of step s1"]
     assert world.ran == ["create_draft(1)"]
     assert world.undone == ["delete draft (s1)"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_stopped_by_its_tool_budget_can_still_be_cancelled(kind: str, tmp_path: Path) -> None:
+    """The budget allows one call: the draft is made and the run ends partial. A
+    ``cancel_run`` afterwards (no next node to resume) still undoes the draft, once."""
+    from agent_guards import Budget
+
+    world = World()
+    plans = [{"steps": [st("s1", "create_draft", invoice=7), st("s2", "create_draft", invoice=8)]}]
+    agent = {"s1": [world.call("create_draft", invoice=7), "draft created"],
+             "s2": [world.call("create_draft", invoice=8), "draft created"]}  # fmt: skip
+    policies = Policies(budget=Budget(max_steps=120, max_tool_calls=1))
+    script = RoleScript(parse_goal=[GOAL], plan=[json.dumps(p) for p in plans], agent=agent,
+                        review=[CONTINUE])  # fmt: skip
+    with saved(kind, tmp_path) as (checkpointer, store):
+        graph = build_graph(script.model(), world.tools(), policies=policies,
+                            checkpointer=checkpointer, store=store,
+                            compensations={"create_draft": world.hook("delete draft")})  # fmt: skip
+        config = run_config(policies, thread_id="t", principal="ops",
+                            agent_guards_now="2026-06-01")  # fmt: skip
+        ended = graph.invoke({"messages": [("user", "draft both")]}, config)
+        assert (ended["outcome"]["route"], ended["outcome"]["reason"]) == (
+            "partial",
+            "max_tool_calls",
+        )
+        out = cancel_run(graph, config, "undo it")
+        again = cancel_run(graph, config, "undo it")
+    assert world.ran == ["create_draft(7)"]
+    assert world.undone == ["delete draft (s1)"]
+    assert out["outcome"]["route"] == "cancelled"
+    assert out["outcome"]["compensated"] == ["delete draft of step s1"]
+    assert again["outcome"]["route"] == "cancelled" and "compensated" not in again["outcome"]
