@@ -146,9 +146,9 @@ class Nodes:
 
     def asked_to_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """A new user message that only asks to stop a run that has not finished (paused,
-        interrupted, or crashed mid-plan): the cancel outcome; None otherwise."""
-        unfinished = state.get("plans") and not _outcome_of(state).get("route")
-        if not unfinished or self.pol.stop_request is None:
+        interrupted, or crashed, before its first plan too, or waiting for a reviewer at
+        an escalation): the cancel outcome; None otherwise."""
+        if not _unfinished(state) or self.pol.stop_request is None:
             return None
         text = last_human(state["messages"])
         if not self.pol.stop_request(text):
@@ -632,6 +632,16 @@ def _after(fitted: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     merged = {**fitted, **update}
     merged["step_messages"] = [*fitted.get("step_messages", ()), *update["step_messages"]]
     return merged
+
+
+def _unfinished(state: Mapping[str, Any]) -> bool:
+    """Whether the thread's latest run has not ended: its goal is parsed and it has no
+    outcome yet, or it waits for the reviewer's answer to an escalation."""
+    if not (state.get("plans") or state.get("goal")):
+        return False  # a new thread, or one whose first run never got past its goal
+    outcome = _outcome_of(state)
+    route = outcome.get("route")
+    return not route or (route == "escalate" and "human" not in outcome)
 
 
 def _outcome_of(state: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -305,6 +305,32 @@ def test_a_user_message_asking_to_stop_cancels_an_unfinished_run(
     assert _said(done["guard_log"], "cancel") == [("stop", "compensated", ("s1",))]
 
 
+def test_stop_before_the_first_plan_cancels_the_run(tmp_path: Path) -> None:
+    """The goal is parsed and the run paused before planning: "stop" ends it, no plan made."""
+    scenario = payment_scenario(tmp_path, Undo())
+    with persistence("memory", tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        config = scenario_config(scenario, "t")
+        paused = graph.invoke({"messages": [("user", scenario.message)]}, config,
+                              interrupt_before=["plan"])  # fmt: skip
+        done = graph.invoke({"messages": [("user", "stop")]}, config)
+    assert done["outcome"]["route"] == "cancelled"
+    assert not done.get("plans")
+    assert done["usage"]["model_calls"] == paused["usage"]["model_calls"]
+
+
+def test_stop_while_a_reviewer_is_asked_cancels_the_run(tmp_path: Path) -> None:
+    with persistence("memory", tmp_path) as (saver, store):
+        graph = graph_for(CONFLICT, saver, store)
+        config = scenario_config(CONFLICT, "t")
+        paused = _pause(graph, config, CONFLICT.message)
+        assert graph.get_state(config).next == ("escalate",)
+        done = graph.invoke({"messages": [("user", "never mind")]}, config)
+        assert graph.get_state(config).next == ()
+    assert done["outcome"]["route"] == "cancelled"
+    assert done["usage"]["model_calls"] == paused["usage"]["model_calls"]
+
+
 def test_an_approval_answered_with_stop_cancels_the_run(tmp_path: Path) -> None:
     undo = Undo()
     scenario = payment_scenario(tmp_path, undo)
