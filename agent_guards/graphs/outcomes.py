@@ -16,11 +16,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from agent_guards import GuardDecision, PlanStep, RetryRouterPolicy, Verdict
-from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.evidence_resolve import EvidenceVerdict
-from agent_guards.planner_gate import Goal, StepStatus
+from agent_guards.planner_gate import StepStatus
 from agent_guards.retry_router import route_failures
+
+from .prompts import goal_in
 
 
 def step_outcome(
@@ -102,15 +103,6 @@ class Coverage:
     unclear: list[tuple[str, Any]] = field(default_factory=list)
 
 
-def _goal(state: Mapping[str, Any]) -> Goal | None:
-    """The goal in state (its JSON form too); one that cannot be read counts as none."""
-    raw = state.get("goal")
-    try:
-        return None if raw is None else Goal.coerce(raw)
-    except InvalidInputError:
-        return None
-
-
 def _verdict(state: Mapping[str, Any]) -> EvidenceVerdict | None:
     """evidence_resolve's verdict in state; anything else there (a client's junk) is none."""
     verdict = state.get("evidence_verdict")
@@ -119,7 +111,7 @@ def _verdict(state: Mapping[str, Any]) -> EvidenceVerdict | None:
 
 def coverage(state: Mapping[str, Any]) -> Coverage:
     """Check every dimension the goal asked for against the evidence verdict."""
-    goal = _goal(state)
+    goal = goal_in(state)
     verdict = _verdict(state)
     keys = list(goal.dimensions) if goal is not None and goal.dimensions else []
     if not keys and verdict is not None and verdict.claim_key:
@@ -195,7 +187,7 @@ def _render(lines: Sequence[str], fmt: str | None) -> str:
 
 def blend_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
     """What an unguarded graph does: every value found, blended into one sentence."""
-    goal = _goal(state)
+    goal = goal_in(state)
     dims = list(goal.dimensions) if goal is not None else []
     values: dict[str, list[str]] = {}
     for item in state.get("evidence") or []:

@@ -14,8 +14,9 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field
 
 from agent_guards import PlanStep, PlanVersion
+from agent_guards.core.errors import InvalidInputError
 from agent_guards.memory_resolve import format_memories
-from agent_guards.planner_gate import RiskLevel
+from agent_guards.planner_gate import Goal, RiskLevel
 
 Spec = TypeVar("Spec", bound=BaseModel)
 
@@ -113,8 +114,18 @@ def to_steps(specs: Sequence[StepSpec]) -> tuple[PlanStep, ...]:
     )
 
 
+def goal_in(state: Mapping[str, Any]) -> Goal | None:
+    """The goal in state, in its JSON form too (LangGraph Studio, an SDK client or
+    ``update_state`` may write a mapping); one that cannot be read counts as none."""
+    raw = state.get("goal")
+    try:
+        return None if raw is None else Goal.coerce(raw)
+    except InvalidInputError:
+        return None
+
+
 def plan_context(state: Mapping[str, Any], current: PlanVersion | None) -> str:
-    goal = state.get("goal")
+    goal = goal_in(state)
     lines = [f"Request: {last_human(state.get('messages') or [])}"]
     if goal is not None:
         lines.append(
@@ -133,7 +144,7 @@ def plan_context(state: Mapping[str, Any], current: PlanVersion | None) -> str:
 
 
 def step_brief(state: Mapping[str, Any], step: PlanStep) -> str:
-    goal = state.get("goal")
+    goal = goal_in(state)
     text = f"Step {step.id}: {step.description}"
     if step.tool:
         text += f"\nSuggested call: {step.tool}({step.args})"

@@ -159,14 +159,21 @@ def test_fork_with_corrected_evidence_answers_from_the_correction(tmp_path: Path
     assert first_end["outcome"] == original["outcome"]
 
 
-def test_fork_with_a_changed_goal_covers_the_new_dimensions(tmp_path: Path) -> None:
-    """The goal now also asks for the approval records: the answer covers both, cited."""
+@pytest.mark.parametrize("form", ["goal", "json"])
+def test_fork_with_a_changed_goal_covers_the_new_dimensions(form: str, tmp_path: Path) -> None:
+    """The goal now also asks for the approval records: the answer covers both, cited.
+    The goal may be written in its JSON form (as Studio or an SDK client writes it)."""
     scenario = SCENARIOS["procurement_threshold"]
     with persistence("sqlite", tmp_path) as (saver, store):
         run_sync(scenario, saver, store, "t")
         graph = graph_for(scenario, saver, store)
         past = _at(graph, "t", "plan")
-        goal = Goal("approval_threshold", dimensions=("approval_threshold", "approval_records"))
+        dims = ["approval_threshold", "approval_records"]
+        goal: Any = (
+            Goal("approval_threshold", dimensions=tuple(dims))
+            if form == "goal"
+            else {"intent": "approval_threshold", "dimensions": dims}
+        )
         forked = graph.update_state(past.config, {"goal": goal}, as_node="memory_resolve")
         assert graph.get_state(forked).next == ("plan",)
         out = graph.invoke(None, scenario_config(scenario, "t", **_ids(forked)))
