@@ -136,12 +136,16 @@ def runnable(
     afunc: Callable[[Any, RunnableConfig], Awaitable[Any]] | None = None,
     *,
     keys: StateKeys | None = None,
+    mixin: str | None = None,
 ) -> RunnableLambda[Any, Any]:
     """A sync+async node/edge built once (a :class:`GuardLambda`, ``func`` and ``afunc``).
 
     Without ``afunc`` the async path runs ``func`` inline: the cores are pure CPU work
     that finishes in microseconds, so a thread hop would cost more than it saves. With
     ``keys`` naming the guard channels otherwise, the node reads and writes them there.
+    A node that writes decisions names its state ``mixin``: in a graph whose state has no
+    decision log it fails on its first run, naming the mixin (LangGraph would drop its
+    writes silently, and a node added with ``add_node`` has no build step to check).
     """
 
     async def _afunc(state: Any, config: RunnableConfig) -> Any:
@@ -158,7 +162,36 @@ def runnable(
             inner = afunc or _afunc
             return renamed_update(chosen, await inner(chosen.inbound(state), config))
 
+    if mixin is not None:
+        log, inner_run, inner_arun = (keys or DEFAULT_KEYS).log, run, arun
+
+        def run(state: Any, config: RunnableConfig) -> Any:
+            _require_log(state, config, name, log, mixin)
+            return inner_run(state, config)
+
+        async def arun(state: Any, config: RunnableConfig) -> Any:
+            _require_log(state, config, name, log, mixin)
+            return await inner_arun(state, config)
+
     return GuardLambda(run, afunc=arun, name=name)
+
+
+_ABSENT = object()
+
+
+def _require_log(state: Any, config: RunnableConfig, node: str, log: str, mixin: str) -> None:
+    """Raise when a guard node runs in a graph whose state has no ``log`` channel. Its
+    decisions would vanish: a graph with the channel always hands it to the node (its
+    reducer starts it empty). Outside a graph (a node called directly) nothing is checked."""
+    if _RUNTIME not in (config.get("configurable") or {}) or isinstance(state, list):
+        return
+    if state_value(state, log, _ABSENT) is _ABSENT:
+        raise ValueError(
+            f"{node}: the graph's state has no {log!r} channel, so this node's decisions "
+            f"would be dropped; add the {mixin} mixin to your state schema "
+            f"(class State(MessagesState, {mixin})), or give the guards the names your "
+            "state uses: keys=StateKeys(log=...)"
+        )
 
 
 class GuardLambda(RunnableLambda[Any, Any]):

@@ -172,7 +172,7 @@ def create_context_guard(
         messages_key=messages_key,
         tally_key=tally_key,
     )
-    return runnable(name, guard.node, guard.anode, keys=keys)
+    return runnable(name, guard.node, guard.anode, keys=keys, mixin="ContextState")
 
 
 def context_guard_node(

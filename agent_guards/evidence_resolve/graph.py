@@ -305,7 +305,7 @@ def create_evidence_resolve(
     node = _EvidenceNode(
         policy, evidence_key, query_key, output_key, principal_key, use_clock, name, extractor
     )
-    return runnable(name, node.invoke, node.ainvoke, keys=keys)
+    return runnable(name, node.invoke, node.ainvoke, keys=keys, mixin="EvidenceState")
 
 
 def _latest(log: Any, guard: str) -> tuple[str, str] | None:

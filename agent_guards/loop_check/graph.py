@@ -201,7 +201,7 @@ def create_loop_nudge(
             return {"guard_log": [decision]}
         return nudge_update(decision, state_messages(state, messages_key), policy, messages_key)
 
-    return _node.runnable("loop_nudge", nudge, keys=keys)
+    return _node.runnable("loop_nudge", nudge, keys=keys, mixin="LoopState")
 
 
 def _stop_update(
@@ -244,7 +244,7 @@ def create_loop_stop(
         messages = state_messages(state, messages_key)
         return _stop_update(decision, messages, messages_key, policy.texts)
 
-    return _node.runnable("loop_stop", stop, keys=keys)
+    return _node.runnable("loop_stop", stop, keys=keys, mixin="LoopState")
 
 
 def create_loop_escalate(
@@ -301,7 +301,7 @@ def create_loop_escalate(
             update[messages_key] = [HumanMessage(text)]
         return Command(goto=continue_to, update=update)
 
-    return _node.runnable("loop_escalate", escalate, keys=keys)
+    return _node.runnable("loop_escalate", escalate, keys=keys, mixin="LoopState")
 
 
 def _parse_answer(answer: Any) -> tuple[str, str | None]:

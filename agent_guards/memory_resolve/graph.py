@@ -254,4 +254,4 @@ def create_memory_resolve(
         consume_facts=consume_facts,
         name=name,
     )
-    return runnable(name, node.invoke, node.ainvoke, keys=keys)
+    return runnable(name, node.invoke, node.ainvoke, keys=keys, mixin="MemoryState")

@@ -333,7 +333,7 @@ def create_planner_gate(
 
         return guarded(decide, on_invalid)(state, config)
 
-    return runnable(name, node, keys=keys)
+    return runnable(name, node, keys=keys, mixin="PlanState")
 
 
 def add_planner_gate(

@@ -275,7 +275,7 @@ def create_retry_finish(
         update: dict[str, Any] = {messages_key: ended}
         return update if logged else {**update, "guard_log": [decision]}
 
-    return _node.runnable("retry_finish", finish, keys=keys)
+    return _node.runnable("retry_finish", finish, keys=keys, mixin="RetryState")
 
 
 def add_retry_router(

@@ -2,7 +2,9 @@
 
 * loop_check and retry_router on one tools node: refused when the second one is added;
 * ``create_retry_router()`` without a path map: refused by LangGraph at compile time, as
-  ``create_loop_check()`` is (its labels are not node names).
+  ``create_loop_check()`` is (its labels are not node names);
+* a guard node added with ``add_node`` to a state without the guard channels: its first
+  run fails naming the mixin (LangGraph would drop its decisions silently).
 """
 
 from __future__ import annotations
@@ -129,3 +131,48 @@ def test_the_routes_still_answer_outside_a_graph() -> None:
     calls = [tool_call_message("search", {"q": "rates"}) for _ in range(2)]
     assert create_loop_check().invoke({"messages": calls}) == "nudge"
     assert create_retry_router().invoke({"messages": calls[:1]}) == "continue"
+
+
+def _guard_nodes() -> list[tuple[str, Any, type]]:
+    from agent_guards import (
+        ContextState,
+        EvidenceState,
+        MemoryState,
+        PlanState,
+        create_context_guard,
+        create_evidence_resolve,
+        create_memory_resolve,
+        create_planner_gate,
+    )
+    from agent_guards.loop_check import LoopState, create_loop_stop
+    from agent_guards.retry_router import create_retry_finish
+
+    return [
+        ("EvidenceState", create_evidence_resolve(), EvidenceState),
+        ("ContextState", create_context_guard(1000), ContextState),
+        ("MemoryState", create_memory_resolve(), MemoryState),
+        ("PlanState", create_planner_gate(), PlanState),
+        ("LoopState", create_loop_stop(), LoopState),
+        ("RetryState", create_retry_finish(), RetryState),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("index", range(6))
+async def test_a_guard_node_on_a_state_without_its_channels_fails_naming_the_mixin(
+    index: int, mode: str
+) -> None:
+    from langgraph.graph import END, MessagesState
+
+    mixin, node, state = _guard_nodes()[index]
+    for schema, fails in ((MessagesState, True), (type("S", (MessagesState, state), {}), False)):
+        builder = StateGraph(schema)
+        builder.add_node("guard", node, destinations=(END,))
+        builder.add_edge(START, "guard")
+        graph = builder.compile()
+        run = {"messages": [HumanMessage("hi")]}
+        if fails:
+            with pytest.raises(ValueError, match=f"no 'guard_log' channel.*add the {mixin} mixin"):
+                graph.invoke(run) if mode == "sync" else await graph.ainvoke(run)
+        else:
+            graph.invoke(run) if mode == "sync" else await graph.ainvoke(run)
