@@ -102,10 +102,47 @@ class Policies:
     guards: bool = True
 
     def __post_init__(self) -> None:
+        self._check_types()
         if self.max_context_tokens < 256:
             raise ValueError(f"max_context_tokens must be >= 256, got {self.max_context_tokens}")
         if self.guards and self.budget.max_steps is None:
             raise ValueError("Policies.budget needs max_steps: recursion_limit is only a backstop")
+
+    def _check_types(self) -> None:
+        """Each field holds what it says (a dict where a policy belongs fails here, naming
+        the field and the class to build, not deep inside a run)."""
+        kinds: dict[str, type | tuple[type, ...]] = {
+            "budget": Budget, "evidence": EvidencePolicy, "memory": MemoryPolicy,
+            "planner": PlannerPolicy, "loop": LoopPolicy, "retry": RetryRouterPolicy,
+            "breaker": (CircuitBreaker, type(None)), "context": ContextPolicy, "texts": Texts,
+            "guards": bool,
+        }  # fmt: skip
+        for name, kind in kinds.items():
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                want = kind.__name__ if isinstance(kind, type) else f"{kind[0].__name__} or None"
+                raise TypeError(
+                    f"Policies.{name} must be a {want}, got {type(value).__name__}"
+                    + (f": Policies({name}={want}(...))" if isinstance(kind, type) else "")
+                )
+        tokens = self.max_context_tokens
+        if isinstance(tokens, bool) or not isinstance(tokens, int):
+            raise TypeError(f"Policies.max_context_tokens must be an int, got {tokens!r}")
+        if self.approval_risk not in ("low", "medium", "high", None):
+            raise ValueError(
+                "Policies.approval_risk must be 'low', 'medium', 'high' or None, got "
+                f"{self.approval_risk!r}"
+            )
+        if self.stop_request is not None and not callable(self.stop_request):
+            raise TypeError(
+                f"Policies.stop_request must be callable or None, got {self.stop_request!r}"
+            )
+        required = self.required_constraints
+        if isinstance(required, str) or not all(isinstance(c, str) and c for c in required):
+            raise TypeError(
+                f"Policies.required_constraints must be constraint names, got {required!r}"
+            )
+        object.__setattr__(self, "required_constraints", tuple(required))
 
 
 def run_config(
