@@ -14,6 +14,7 @@ from langgraph.store.base import BaseStore
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision
+from agent_guards.core.effects import ToolEffects
 from agent_guards.middleware.state import GuardAgentState, refuse_clash, safe_decision
 from agent_guards.retry_router.breaker import CircuitBreaker, RetryBudget
 from agent_guards.retry_router.classify import describe_failure
@@ -38,6 +39,10 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         store: Store for the breaker and the budget (default: the agent's store).
         sleep: How to wait a backoff delay (inject a fake in tests); ``asleep`` for async.
         count_usage: Count each execution in ``usage["tool_calls"]``.
+        effects: The tools' effect classes, when the tools' own annotations do not say:
+            the same :class:`~agent_guards.core.ToolEffects` you give
+            ``LoopGuardMiddleware(policy=LoopPolicy(effects=...))``. A read that timed
+            out is retried; a write that may have run is not (``on_unknown_outcome``).
 
     Example:
         >>> from agent_guards import RetryRouterMiddleware
@@ -62,12 +67,14 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         sleep: Callable[[float], Any] = time.sleep,
         asleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         count_usage: bool = True,
+        effects: ToolEffects | None = None,
     ) -> None:
         super().__init__()
         policy = RetryRouterPolicy.coerce(policy)
         self.policy = policy
         self._guard = ToolCallGuard(
             loop=None,
+            effects=effects,
             retry=policy,
             breaker=breaker,
             retry_budget=retry_budget,

@@ -112,10 +112,12 @@ def plan_call(
     loop: LoopPolicy | None,
     retry: RetryRouterPolicy | None,
     messages_key: str = "messages",
+    effects: ToolEffects | None = None,
 ) -> Plan:
-    """Plan a call; malformed history falls back to executing (with an invalid_input note)."""
+    """Plan a call; malformed history falls back to executing (with an invalid_input note).
+    ``effects`` are the tools' effect classes when there is no loop policy to carry them."""
     try:
-        return _plan(request, loop, retry, messages_key)
+        return _plan(request, loop, retry, messages_key, effects)
     except InvalidInputError as err:
         policy = loop.label if loop is not None else ""
         decision = _node.invalid_input("loop_check", err, policy=policy, verdict=Verdict.CONTINUE)
@@ -127,6 +129,7 @@ def _plan(
     loop: LoopPolicy | None,
     retry: RetryRouterPolicy | None,
     key: str,
+    effects: ToolEffects | None = None,
 ) -> Plan:
     messages = state_messages(request.state, key)
     call = request.tool_call
@@ -137,7 +140,8 @@ def _plan(
     if retry is not None:
         actions = scan_actions(messages, retry.scan_options())
         prior = tuple(a for a in actions if a.ai_position < position)
-    effect = _effect(request, messages, loop.effects if loop is not None else ToolEffects())
+    declared = loop.effects if loop is not None else effects or ToolEffects()
+    effect = _effect(request, messages, declared)
     if existing is not None:
         return replace(_plan_retry(call, existing, prior, retry, effect), effect=effect)
     # a poller exempt from loop counting must really run again, so it is never reused either

@@ -29,7 +29,7 @@ from langgraph.types import Command
 from agent_guards import graph as _node
 from agent_guards.budget import Budget
 from agent_guards.core.decision import GuardDecision, Verdict
-from agent_guards.core.effects import EFFECT_KEY, Effect
+from agent_guards.core.effects import EFFECT_KEY, Effect, ToolEffects
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import content_text
 from agent_guards.core.state import DEFAULT_KEYS, StateKeys
@@ -140,8 +140,22 @@ class ToolCallGuard:
     keys: StateKeys = DEFAULT_KEYS
     """Where the graph keeps the guard channels (``guard_log``, ``usage``): pass the same
     :class:`~agent_guards.core.StateKeys` to every guard of a graph that renames them."""
+    effects: ToolEffects | None = None
+    """The tools' effect classes for a guard without a loop policy (``loop=None``, as in
+    ``RetryRouterMiddleware``); with one, they are ``loop.effects`` and this stays None."""
 
     def __post_init__(self) -> None:
+        if self.effects is not None:
+            if not isinstance(self.effects, ToolEffects):
+                raise TypeError(
+                    f"ToolCallGuard.effects must be a ToolEffects or None, "
+                    f"got {type(self.effects).__name__}"
+                )
+            if self.loop is not None and self.effects != self.loop.effects:
+                raise ValueError(
+                    "ToolCallGuard: effects given twice, differently; declare them once, "
+                    "on the loop policy: LoopPolicy(effects=...)"
+                )
         for name, kind in (
             ("loop", LoopPolicy),
             ("retry", RetryRouterPolicy),
@@ -470,7 +484,8 @@ class ToolCallGuard:
         unpaired = missing_id(request, messages_key=self.messages_key)
         if unpaired is not None:  # no id: not executed, answered with its position
             return unpaired
-        plan = plan_call(request, loop=self.loop, retry=self.retry, messages_key=self.messages_key)
+        plan = plan_call(request, loop=self.loop, retry=self.retry, messages_key=self.messages_key,
+                         effects=self.effects)  # fmt: skip
         if plan.kind not in ("execute", "retry"):
             return plan
         config = getattr(request.runtime, "config", None) or {}

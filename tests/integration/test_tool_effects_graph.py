@@ -336,3 +336,47 @@ async def test_an_idempotent_write_that_timed_out_is_retried(kind: str, mode: st
     assert bank.runs == ["set_limit", "set_limit"] and bank.limit == 500
     assert ("retry", "transient") in verdicts(out)
     assert out["messages"][-1].content == "Done. The tool said: limit of A is 500"
+
+
+def flaky_rate() -> tuple[Any, list[int]]:
+    """A rate tool that declares nothing and times out on its first call; its calls."""
+    calls: list[int] = []
+
+    @tool
+    def get_rate(pair: str) -> str:
+        """The exchange rate of a currency pair (declares nothing)."""
+        calls.append(1)
+        if len(calls) == 1:
+            raise TimeoutError("read timed out")
+        return f"{pair} is 1.08"
+
+    return get_rate, calls
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("declared", [True, False])
+async def test_retry_router_middleware_takes_the_policys_effects(mode: str, declared: bool) -> None:
+    """A tool that says nothing about itself times out once: declared a read (the same
+    ToolEffects the loop policy holds) it is retried; left unknown, it may have written,
+    so the user is asked instead."""
+    from langchain.agents import create_agent
+
+    from agent_guards import LoopGuardMiddleware, RetryRouterMiddleware
+
+    effects = ToolEffects(read_only={"get_rate"}) if declared else None
+    get_rate, calls = flaky_rate()
+    middleware = [
+        LoopGuardMiddleware(policy=LoopPolicy(effects=effects or ToolEffects())),
+        RetryRouterMiddleware(effects=effects, sleep=lambda s: None, asleep=_no_wait),
+    ]
+    agent = create_agent(script(("get_rate", {"pair": "EURUSD"})), tools=[get_rate],
+                         middleware=middleware)  # fmt: skip
+    state = {"messages": [HumanMessage("rate?")]}
+    out = agent.invoke(state) if mode == "sync" else await agent.ainvoke(state)
+    assert len(calls) == (2 if declared else 1)
+    assert (("retry", "transient") in verdicts(out)) is declared
+
+
+def test_effects_given_twice_differently_are_refused() -> None:
+    with pytest.raises(ValueError, match="effects given twice, differently"):
+        ToolCallGuard(loop=LoopPolicy(), effects=ToolEffects(read_only={"get_rate"}))
