@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -130,12 +130,24 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         )
         if decision.data.get("route") not in ("refuse", "clarify", "abstain", "fallback"):
             return None
-        decision = _node.stamp(decision, getattr(runtime, "config", None))
-        return {
+        update: dict[str, Any] = {
             "messages": finish_messages(decision, messages, texts=self.policy.texts),
-            "guard_log": [decision],
             "jump_to": "end",
         }
+        if not _logged(state.get("guard_log") or (), decision):  # the tool call's own, once
+            update["guard_log"] = [_node.stamp(decision, getattr(runtime, "config", None))]
+        return update
+
+
+def _logged(log: Sequence[Any], decision: GuardDecision) -> bool:
+    """Whether the tool wrapper already logged this decision (same verdict, reason and
+    calls) in the recent log: the ending it leads to is not a second decision."""
+    same = (decision.guard, decision.verdict, decision.reason, decision.selected_ids)
+    return any(
+        (getattr(d, "guard", None), getattr(d, "verdict", None), getattr(d, "reason", None),
+         getattr(d, "selected_ids", None)) == same
+        for d in list(log)[-20:]
+    )  # fmt: skip
 
 
 def _model_unavailable(error: Exception) -> str:

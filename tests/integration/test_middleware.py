@@ -210,3 +210,22 @@ def test_an_interrupt_inside_a_tool_passes_through_both_middlewares() -> None:
 def test_bad_options_fail_at_build_time(factory: Any, error: type[Exception]) -> None:
     with pytest.raises(error):
         factory()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_refusal_is_one_decision_not_two(mode: str) -> None:
+    """The tool wrapper decides ``refuse`` for the 403; the ending that follows before the
+    next model call is that decision's consequence, not a second one in the log."""
+    from agent_guards.retry_router import PermissionDenied
+
+    @tool
+    def pay(invoice: int) -> str:
+        """Pay an invoice."""
+        raise PermissionDenied("403 forbidden")
+
+    model = ScriptedChatModel(script=[tool_call_message("pay", {"invoice": 7}), "paid"])
+    agent = create_agent(model, tools=[pay], middleware=[RetryRouterMiddleware()])
+    state = {"messages": [HumanMessage("pay invoice 7")]}
+    out = agent.invoke(state) if mode == "sync" else await agent.ainvoke(state)
+    assert [(d.verdict.value, d.reason) for d in out["guard_log"]] == [("refuse", "permission")]
+    assert out["messages"][-1].content.startswith("I can't do that: pay refused the request")
