@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import os
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from langchain_core.messages import AIMessage
 
 from agent_guards import GuardDecision, Verdict
 from agent_guards.persistence import open_persistence, replay_config
@@ -184,13 +187,8 @@ def history_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _original_end(graph: Any, thread: str, checkpoint: str) -> dict[str, Any]:
-    """The state at which the run that first went on from ``checkpoint`` ended.
-
-    Earlier replays fork the thread, so its latest state may be a fork's (or a later
-    turn's): follow the oldest child from ``checkpoint`` to the first checkpoint with
-    nothing left to run (or a pause), the end of the original run.
-    """
+def _history(graph: Any, thread: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The thread's checkpoints by id, and each checkpoint's children."""
     children: dict[str, list[str]] = {}
     snaps: dict[str, Any] = {}
     for snap in graph.get_state_history({"configurable": {"thread_id": thread}}):
@@ -199,12 +197,53 @@ def _original_end(graph: Any, thread: str, checkpoint: str) -> dict[str, Any]:
         if snap.parent_config:
             parent = snap.parent_config["configurable"]["checkpoint_id"]
             children.setdefault(parent, []).append(cid)
+    return snaps, children
+
+
+def _original_end(snaps: dict[str, Any], children: dict[str, list[str]], checkpoint: str) -> str:
+    """The checkpoint at which the run that first went on from ``checkpoint`` ended.
+
+    Earlier replays fork the thread, so its latest state may be a fork's (or a later
+    turn's): follow the oldest child from ``checkpoint`` to the first checkpoint with
+    nothing left to run (or a pause), the end of the original run.
+    """
     node = checkpoint
     while children.get(node) and (
         node == checkpoint or (snaps[node].next and not snaps[node].interrupts)
     ):
         node = min(children[node])  # checkpoint ids sort by creation time
-    return dict(snaps[node].values) if node in snaps else {}
+    return node
+
+
+def _call_ids(snaps: dict[str, Any], end: str, start: str) -> list[str]:
+    """The tool call ids a run asked for, in order, from its checkpoints ``start``..``end``."""
+    chain, node = [], end
+    while node in snaps:
+        chain.append(snaps[node])
+        if node == start or snaps[node].parent_config is None:
+            break
+        node = snaps[node].parent_config["configurable"]["checkpoint_id"]
+    ids: dict[str, None] = {}
+    for snap in reversed(chain):
+        for key in ("messages", "step_messages"):
+            for m in snap.values.get(key) or ():
+                for call in m.tool_calls if isinstance(m, AIMessage) else ():
+                    ids.setdefault(str(call.get("id")), None)
+    return list(ids)
+
+
+def _canonical(decisions: list[GuardDecision], ids: list[str]) -> list[str]:
+    """Decisions with the run's tool call ids written by position (``<call 3>``): a model
+    asked again gives its calls fresh ids, and the same decision on them is the same."""
+    names = sorted(((cid, f"<call {n}>") for n, cid in enumerate(ids, 1)), key=lambda p: -len(p[0]))
+    out = []
+    for d in decisions:
+        compared = {k: v for k, v in d.to_dict().items() if k not in ("step", "at")}  # as ==
+        text = json.dumps(compared, sort_keys=True, default=str)
+        for cid, name in names:
+            text = text.replace(json.dumps(cid)[1:-1], name)
+        out.append(text)
+    return out
 
 
 def replay_main(args: argparse.Namespace) -> int:
@@ -215,12 +254,19 @@ def replay_main(args: argparse.Namespace) -> int:
         snapshot = graph.get_state(past)
         if not snapshot.values and not snapshot.next:
             raise SystemExit(f"no checkpoint {args.checkpoint!r} in thread {args.thread!r}")
-        original = _original_end(graph, args.thread, args.checkpoint).get("guard_log") or []
+        snaps, children = _history(graph, args.thread)
+        end = _original_end(snaps, children, args.checkpoint)
+        original = snaps[end].values.get("guard_log") or [] if end in snaps else []
+        old_ids = _call_ids(snaps, end, args.checkpoint)
         before = len(snapshot.values.get("guard_log") or [])
         # the run's own configurable (clock, principal...), read back from the checkpoint
         replayed = graph.invoke(None, replay_config(snapshot)).get("guard_log") or []
+        snaps, _ = _history(graph, args.thread)
+        latest = graph.get_state({"configurable": {"thread_id": args.thread}}).config
+        new_ids = _call_ids(snaps, latest["configurable"]["checkpoint_id"], args.checkpoint)
         new, old = replayed[before:], original[before:]
-        same = new == old
+        new_keys, old_keys = _canonical(new, new_ids), _canonical(old, old_ids)
+        same = new_keys == old_keys
         print(
             f"replayed {len(new)} decisions from checkpoint {args.checkpoint}: "
             f"{'identical to the original run' if same else 'DIFFERENT from the original run'}"
@@ -228,7 +274,8 @@ def replay_main(args: argparse.Namespace) -> int:
         for i in range(max(len(new), len(old))):
             a = old[i] if i < len(old) else None
             b = new[i] if i < len(new) else None
-            mark = "=" if a == b else "!"
+            same_one = i < min(len(new), len(old)) and new_keys[i] == old_keys[i]
+            mark = "=" if same_one else "!"
             label = b if b is not None else a
             assert label is not None  # i < max(len(new), len(old))
             print(f"  {mark} {label.guard:<17} {label.verdict.value:<9} {label.reason}")

@@ -222,9 +222,11 @@ def _ids(config: Any) -> dict[str, Any]:
 
 
 def _end_of_branch(graph: Any, thread: str, checkpoint: str) -> dict[str, Any]:
-    from agent_guards.graphs.demo import _original_end
+    from agent_guards.graphs.demo import _history, _original_end
 
-    return _original_end(graph, thread, checkpoint)
+    snaps, children = _history(graph, thread)
+    end = _original_end(snaps, children, checkpoint)
+    return dict(snaps[end].values) if end in snaps else {}
 
 
 # -- the CLI --------------------------------------------------------------------------------

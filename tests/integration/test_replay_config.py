@@ -158,3 +158,59 @@ def test_history_and_replay_work_on_any_thread_of_any_graph(
     assert "identical to the original run" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="pass --graph module:attr"):
         main(["history", "t1", "--db", db])
+
+
+FRESH_IDS_MODULE = """
+import uuid
+
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import tools_condition
+
+from agent_guards import LoopState, ToolCallGuard, add_loop_check
+from agent_guards.tool_guard import annotate_tool
+
+
+@tool
+def search(q: str) -> str:
+    '''Search.'''
+    return "Rates are 4 percent for every contract above the review threshold."
+
+
+def model(state):
+    # a real model: every reply gives its tool calls fresh ids
+    call = {"name": "search", "args": {"q": "rates"}, "id": f"call-{uuid.uuid4().hex[:8]}"}
+    return {"messages": [AIMessage("", tool_calls=[call])]}
+
+
+builder = StateGraph(LoopState)
+builder.add_node("model", model)
+builder.add_node("tools", ToolCallGuard().tool_node([annotate_tool(search, read_only=True)]))
+builder.add_edge(START, "model")
+builder.add_conditional_edges("model", tools_condition)
+add_loop_check(builder, "tools", continue_to="model")
+graph = builder.compile()
+"""
+
+
+def test_replay_with_fresh_call_ids_is_identical(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Asked again, a model gives its calls new ids: the same decisions on them (reuse,
+    nudge, stop, each naming the calls) are the same run, not a DIFFERENT one."""
+    from agent_guards.cli import main
+    from agent_guards.graphs.demo import load_graph
+    from agent_guards.persistence import open_persistence
+
+    (tmp_path / "fresh.py").write_text(FRESH_IDS_MODULE)
+    spec, db = f"{tmp_path / 'fresh.py'}:graph", str(tmp_path / "runs.sqlite")
+    with open_persistence(db) as (saver, store):
+        graph = load_graph(spec, saver, store)
+        out = graph.invoke({"messages": [HumanMessage("rates?")]}, RUN)
+        assert [d.verdict.value for d in out["guard_log"]][-1] == "stop"
+        first = list(graph.get_state_history(RUN))[-2]  # before the first model call
+    checkpoint = first.config["configurable"]["checkpoint_id"]
+    assert main(["replay", "t1", "--db", db, "--graph", spec, "--checkpoint", checkpoint]) == 0
+    printed = capsys.readouterr().out
+    assert "identical to the original run" in printed and "! " not in printed
