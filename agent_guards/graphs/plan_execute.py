@@ -95,7 +95,9 @@ def build_graph(
             the plan step that ran it). Each returns a line for the record.
         sleep: How the retry backoff waits (``time.sleep`` by default); inject one in tests.
         ledger: How the tool node keeps its run ledger (a ``reconcile`` hook, how long to
-            wait for a call another worker runs); ``RunLedger()`` when there is a store.
+            wait for a call another worker runs); ``RunLedger()`` by default, kept in the
+            run's store (``store``, or the Agent Server's under ``langgraph dev``), else in
+            state.
         name: The compiled graph's name.
 
     With a checkpointer, the graph runs with ``durability="sync"`` unless a call passes
@@ -108,7 +110,9 @@ def build_graph(
         # permission at the boundary: a tool result loses what the run's principal may not
         # see inside the tool's own run, before any channel, prompt, trace, ledger or archive
         tools = permission_filtered(tools)
-    ledger = ledger if ledger is not None else RunLedger() if store is not None else None
+    # on by default: in the run's store (this one, or the one the Agent Server brings to a
+    # graph built without one), else in state
+    ledger = ledger if ledger is not None else RunLedger() if pol.guards else None
     nodes = Nodes(model, tools, pol, compensations or {}, ledger=ledger)
     builder = StateGraph(PlanExecuteState)
     calls_model = _calls_model(pol, nodes)

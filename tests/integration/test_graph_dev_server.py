@@ -163,6 +163,10 @@ async def test_langgraph_dev_serves_history_replay_and_forks(
     assert first["outcome"]["route"] == "answer"
     assert first["outcome"]["cited"] == ["policy_2026"]
     assert ("planner_gate", "execute", "initial_plan", ("v1",)) in _decisions(first)
+    # the graph was built without a store; the run ledger is kept in the server's store
+    ledger = await client.store.search_items(("agent_guards", "ledger", thread), limit=100)
+    done = [i["value"] for i in ledger["items"] if i["value"].get("status") == "done"]
+    assert len(done) == first["usage"]["tool_calls"] > 0
 
     history = await client.threads.get_history(thread, limit=200)
     assert len(history) > 10
