@@ -265,12 +265,20 @@ def replay_main(args: argparse.Namespace) -> int:
         latest = graph.get_state({"configurable": {"thread_id": args.thread}}).config
         new_ids = _call_ids(snaps, latest["configurable"]["checkpoint_id"], args.checkpoint)
         new, old = replayed[before:], original[before:]
+        # a write the original run did is answered from the run ledger, not run again: the
+        # replay's own record of the original execution, not a decision the run made
+        recorded = [d for d in new if d.data.get("ledger") == "recorded_outcome"]
+        new = [d for d in new if d.data.get("ledger") != "recorded_outcome"]
         new_keys, old_keys = _canonical(new, new_ids), _canonical(old, old_ids)
         same = new_keys == old_keys
         print(
             f"replayed {len(new)} decisions from checkpoint {args.checkpoint}: "
             f"{'identical to the original run' if same else 'DIFFERENT from the original run'}"
         )
+        if recorded:
+            print(
+                f"  ({len(recorded)} completed call(s) answered from the run ledger, not run again)"
+            )
         for i in range(max(len(new), len(old))):
             a = old[i] if i < len(old) else None
             b = new[i] if i < len(new) else None

@@ -214,3 +214,65 @@ def test_replay_with_fresh_call_ids_is_identical(
     assert main(["replay", "t1", "--db", db, "--graph", spec, "--checkpoint", checkpoint]) == 0
     printed = capsys.readouterr().out
     assert "identical to the original run" in printed and "! " not in printed
+
+
+WRITE_MODULE = """
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import tools_condition
+
+from agent_guards import LoopState, ToolCallGuard, add_loop_check
+from agent_guards.tool_guard import RunLedger, annotate_tool
+
+PAID = []
+
+
+@tool
+def pay(invoice: int) -> str:
+    '''Pay an invoice (a write).'''
+    PAID.append(invoice)
+    return f"invoice {invoice} paid"
+
+
+def model(state):
+    if any(isinstance(m, ToolMessage) for m in state["messages"]):
+        return {"messages": [AIMessage("paid")]}
+    call = {"name": "pay", "args": {"invoice": 7}, "id": "call-pay-7"}
+    return {"messages": [AIMessage("", tool_calls=[call])]}
+
+
+builder = StateGraph(LoopState)
+builder.add_node("model", model)
+builder.add_node("tools", ToolCallGuard(ledger=RunLedger()).tool_node([annotate_tool(pay)]))
+builder.add_edge(START, "model")
+builder.add_conditional_edges("model", tools_condition)
+add_loop_check(builder, "tools", continue_to="model")
+graph = builder.compile()
+"""
+
+
+def test_replay_of_a_run_with_a_write_is_identical_and_the_write_not_run_again(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fork answers the completed payment from the run ledger (it is not paid twice):
+    that answer is the replay's record of the original execution, not a new decision."""
+    from agent_guards.cli import main
+    from agent_guards.graphs.demo import load_graph
+    from agent_guards.persistence import open_persistence
+    from agent_guards.tool_guard import RunLedger
+
+    path = tmp_path / "payments.py"
+    path.write_text(WRITE_MODULE)
+    spec, db = f"{path}:graph", str(tmp_path / "runs.sqlite")
+    with open_persistence(db) as (saver, store):
+        graph = load_graph(spec, saver, store)
+        graph.invoke({"messages": [HumanMessage("pay invoice 7")]}, RUN)
+        first = list(graph.get_state_history(RUN))[-2]
+    checkpoint = first.config["configurable"]["checkpoint_id"]
+    assert main(["replay", "t1", "--db", db, "--graph", spec, "--checkpoint", checkpoint]) == 0
+    printed = capsys.readouterr().out
+    assert "identical to the original run" in printed
+    assert "1 completed call(s) answered from the run ledger" in printed
+    with open_persistence(db) as (_, store):
+        assert RunLedger().executions(store, "t1") == 1  # paid once, replay or not
