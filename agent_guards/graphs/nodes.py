@@ -565,7 +565,7 @@ class Nodes:
             return cached  # a done write stays done (its result carries over)
         where = self.ledger_view(state, config)
         if self.ledger is None or where is None:
-            writes = (s for v in versions for s in v.steps if s.tool not in self.reads)
+            writes = (s for v in versions for s in v.steps if s.tool and s.tool not in self.reads)
             return None if any(s.status is StepStatus.DONE for s in writes) else cached
         started = [
             float(entry.get("started_at", 0))
