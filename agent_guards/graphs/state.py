@@ -28,6 +28,7 @@ from agent_guards import (
 )
 from agent_guards.budget import recursion_limit_for
 from agent_guards.core.cancel import StopRequest, is_stop_request
+from agent_guards.core.state import merge_ledger
 from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.evidence_resolve import merge_evidence
 from agent_guards.planner_gate import merge_plans
@@ -44,10 +45,11 @@ SUPERSTEPS_PER_STEP = 4
 class PlanExecuteState(MessagesState, PlanState, EvidenceState, MemoryState, ContextState):
     """Conversation, plan versions, evidence, memories and the guard channels."""
 
-    # Three channels get other channels than their mixins give them (LangGraph reads the
-    # most derived annotation): the log, the plan versions and the evidence (which
-    # accumulates across steps) are delta channels, so a checkpoint stores what a step
-    # wrote, not the whole value again (a long plan would make the run's storage O(N^2)).
+    # Four channels get other channels than their mixins give them (LangGraph reads the
+    # most derived annotation): the log, the plan versions, the evidence (which accumulates
+    # across steps) and the run ledger (below) are delta channels, so a checkpoint stores
+    # what a step wrote, not the whole value again (a long plan would make the run's
+    # storage O(N^2)).
     guard_log: Annotated[list[GuardDecision], delta_log()]  # type: ignore[misc]
     plans: Annotated[list[PlanVersion], delta_channel(merge_plans)]  # type: ignore[misc]
     evidence: Annotated[list[Evidence], delta_channel(merge_evidence)]  # type: ignore[misc]
@@ -60,6 +62,9 @@ class PlanExecuteState(MessagesState, PlanState, EvidenceState, MemoryState, Con
     counts from here."""
     replan_trigger: str | None
     outcome: dict[str, Any]
+    # The run ledger, kept here when the graph runs without a store: deltas too, so the
+    # record of a long run is not copied into every checkpoint again
+    run_ledger: Annotated[dict[str, dict[str, Any]], delta_channel(merge_ledger)]  # type: ignore[misc]
     executed_writes: Annotated[dict[str, dict[str, Any]], delta_channel(merge_writes)]
     """The thread's tool calls that ran and have an undo hook, by call id (tool, args, when),
     and the line of their compensation once a cancel undid them: what a cancel undoes, each

@@ -22,6 +22,9 @@ Measured on this run (bytes per super-step; median at 10 / 100 / 1000; mean 100-
   when it was a plain channel).
 * usage ~45, memory_verdict 394, goal 90, context_pinned_ids ~25, context_tally ~0.2 KB (a few
   numbers and ids), step_messages ~1.6 KB (cleared at each plan step): flat.
+* run_ledger (``delta_channel(merge_ledger)``; the run ledger in state, the graph has no
+  store): the step's intent and outcome entries, flat (a plain channel copied the whole
+  record of the run into every checkpoint: 2.5x the bytes per super-step by step 1000).
 * step_messages inside one long ReAct step grows with each tool call of that step,
   until the budget stops the step (bounded by ``max_tool_calls``, not by the run).
 """
@@ -60,6 +63,8 @@ GUARD_CHANNELS = (
     "context_pins",
     "context_pinned_ids",
     "context_tally",
+    "run_ledger",
+    "executed_writes",
 )
 FLAT = GUARD_CHANNELS
 
