@@ -104,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--db", default=".agent_guards/demo.sqlite", help="SQLite path or postgresql:// URL"
     )
     p.add_argument("--graph", help=_GRAPH_HELP)
+    p.add_argument(
+        "--run-writes",
+        action="store_true",
+        help="replay even when the thread's ledger is in state and writes done after the "
+        "checkpoint would run again",
+    )
     p.set_defaults(func=_cmd_delegate("demo", "replay_main"))
 
     p = sub.add_parser("eval", help="eval slices, regression gate, drafts from threads, RAMDocs")

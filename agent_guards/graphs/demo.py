@@ -15,6 +15,7 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +233,17 @@ def _call_ids(snaps: dict[str, Any], end: str, start: str) -> list[str]:
     return list(ids)
 
 
+def _writes_after(at: Mapping[str, Any], end: Mapping[str, Any]) -> list[str]:
+    """The completed writes the state's run ledger holds at ``end`` and not at ``at``
+    (``tool (call id)``): what a replay from ``at`` runs again when no store knows them."""
+    before, after = at.get("run_ledger") or {}, end.get("run_ledger") or {}
+    return [
+        f"{entry.get('tool')} ({key.split('#')[0]})"
+        for key, entry in after.items()
+        if key not in before and entry.get("status") == "done" and entry.get("effect") != "read"
+    ]
+
+
 def _canonical(decisions: list[GuardDecision], ids: list[str]) -> list[str]:
     """Decisions with the run's tool call ids written by position (``<call 3>``): a model
     asked again gives its calls fresh ids, and the same decision on them is the same."""
@@ -258,6 +270,13 @@ def replay_main(args: argparse.Namespace) -> int:
         end = _original_end(snaps, children, args.checkpoint)
         original = snaps[end].values.get("guard_log") or [] if end in snaps else []
         old_ids = _call_ids(snaps, end, args.checkpoint)
+        rerun = _writes_after(snapshot.values, snaps[end].values if end in snaps else {})
+        if rerun and not getattr(args, "run_writes", False):
+            raise SystemExit(
+                f"the thread keeps its run ledger in state (its graph has no store), so a "
+                f"replay from {args.checkpoint} would run again the writes done after it: "
+                f"{', '.join(rerun)}; pass --run-writes to replay anyway"
+            )
         before = len(snapshot.values.get("guard_log") or [])
         # the run's own configurable (clock, principal...), read back from the checkpoint
         replayed = graph.invoke(None, replay_config(snapshot)).get("guard_log") or []

@@ -276,3 +276,30 @@ def test_replay_of_a_run_with_a_write_is_identical_and_the_write_not_run_again(
     assert "1 completed call(s) answered from the run ledger" in printed
     with open_persistence(db) as (_, store):
         assert RunLedger().executions(store, "t1") == 1  # paid once, replay or not
+
+
+def test_a_replay_that_would_pay_again_is_refused_unless_asked(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run had no store, so its ledger is in state, and a checkpoint before the payment
+    does not know it: a replay from there would pay again. The CLI says so and stops,
+    unless ``--run-writes``."""
+    from agent_guards.cli import main
+    from agent_guards.graphs.demo import load_graph
+    from agent_guards.persistence import open_persistence
+
+    path = tmp_path / "payments.py"
+    path.write_text(WRITE_MODULE)
+    spec, db = f"{path}:graph", str(tmp_path / "runs.sqlite")
+    with open_persistence(db) as (saver, _store):
+        graph = load_graph(spec, saver, None)  # the user's own run: no store
+        assert graph.store is None
+        out = graph.invoke({"messages": [HumanMessage("pay invoice 7")]}, RUN)
+        assert [e["status"] for e in out["run_ledger"].values()] == ["done"]
+        first = list(graph.get_state_history(RUN))[-2]
+    checkpoint = first.config["configurable"]["checkpoint_id"]
+    argv = ["replay", "t1", "--db", db, "--graph", spec, "--checkpoint", checkpoint]
+    with pytest.raises(SystemExit, match=r"would run again the writes .*: pay \(call-pay-7\)"):
+        main(argv)
+    assert main([*argv, "--run-writes"]) == 0
+    assert "identical to the original run" in capsys.readouterr().out
