@@ -160,18 +160,33 @@ def test_history_and_replay_work_on_any_thread_of_any_graph(
         main(["history", "t1", "--db", db])
 
 
-FRESH_IDS_MODULE = """
+def _loop_module(body: str, tools_node: str) -> str:
+    """A user's graph file: ``body`` defines the tools and a ``model`` node; a tools node
+    (``tools_node``) with loop_check on its edge, compiled without a checkpointer."""
+    return f"""
 import uuid
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import tools_condition
 
 from agent_guards import LoopState, ToolCallGuard, add_loop_check
-from agent_guards.tool_guard import annotate_tool
+from agent_guards.tool_guard import RunLedger, annotate_tool
+{body}
+
+builder = StateGraph(LoopState)
+builder.add_node("model", model)
+builder.add_node("tools", {tools_node})
+builder.add_edge(START, "model")
+builder.add_conditional_edges("model", tools_condition)
+add_loop_check(builder, "tools", continue_to="model")
+graph = builder.compile()
+"""
 
 
+FRESH_IDS_MODULE = _loop_module(
+    """
 @tool
 def search(q: str) -> str:
     '''Search.'''
@@ -182,16 +197,9 @@ def model(state):
     # a real model: every reply gives its tool calls fresh ids
     call = {"name": "search", "args": {"q": "rates"}, "id": f"call-{uuid.uuid4().hex[:8]}"}
     return {"messages": [AIMessage("", tool_calls=[call])]}
-
-
-builder = StateGraph(LoopState)
-builder.add_node("model", model)
-builder.add_node("tools", ToolCallGuard().tool_node([annotate_tool(search, read_only=True)]))
-builder.add_edge(START, "model")
-builder.add_conditional_edges("model", tools_condition)
-add_loop_check(builder, "tools", continue_to="model")
-graph = builder.compile()
-"""
+""",
+    "ToolCallGuard().tool_node([annotate_tool(search, read_only=True)])",
+)
 
 
 def test_replay_with_fresh_call_ids_is_identical(
@@ -216,22 +224,11 @@ def test_replay_with_fresh_call_ids_is_identical(
     assert "identical to the original run" in printed and "! " not in printed
 
 
-WRITE_MODULE = """
-from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.tools import tool
-from langgraph.graph import START, StateGraph
-from langgraph.prebuilt import tools_condition
-
-from agent_guards import LoopState, ToolCallGuard, add_loop_check
-from agent_guards.tool_guard import RunLedger, annotate_tool
-
-PAID = []
-
-
+WRITE_MODULE = _loop_module(
+    """
 @tool
 def pay(invoice: int) -> str:
     '''Pay an invoice (a write).'''
-    PAID.append(invoice)
     return f"invoice {invoice} paid"
 
 
@@ -240,16 +237,9 @@ def model(state):
         return {"messages": [AIMessage("paid")]}
     call = {"name": "pay", "args": {"invoice": 7}, "id": "call-pay-7"}
     return {"messages": [AIMessage("", tool_calls=[call])]}
-
-
-builder = StateGraph(LoopState)
-builder.add_node("model", model)
-builder.add_node("tools", ToolCallGuard(ledger=RunLedger()).tool_node([annotate_tool(pay)]))
-builder.add_edge(START, "model")
-builder.add_conditional_edges("model", tools_condition)
-add_loop_check(builder, "tools", continue_to="model")
-graph = builder.compile()
-"""
+""",
+    "ToolCallGuard(ledger=RunLedger()).tool_node([annotate_tool(pay)])",
+)
 
 
 def test_replay_of_a_run_with_a_write_is_identical_and_the_write_not_run_again(
