@@ -114,6 +114,11 @@ def _async_ratios(calls: int, db: Path) -> tuple[tuple[float, float, float], ...
         finally:
             loop.run_until_complete(opened.__aexit__(None, None, None))
     finally:
+        # the stores' batching tasks: cancelled and awaited, not destroyed with the loop
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.close()
     return memory, sqlite
 
