@@ -145,17 +145,6 @@ class ToolCallGuard:
     ``RetryRouterMiddleware``); with one, they are ``loop.effects`` and this stays None."""
 
     def __post_init__(self) -> None:
-        if self.effects is not None:
-            if not isinstance(self.effects, ToolEffects):
-                raise TypeError(
-                    f"ToolCallGuard.effects must be a ToolEffects or None, "
-                    f"got {type(self.effects).__name__}"
-                )
-            if self.loop is not None and self.effects != self.loop.effects:
-                raise ValueError(
-                    "ToolCallGuard: effects given twice, differently; declare them once, "
-                    "on the loop policy: LoopPolicy(effects=...)"
-                )
         for name, kind in (
             ("loop", LoopPolicy),
             ("retry", RetryRouterPolicy),
@@ -163,6 +152,7 @@ class ToolCallGuard:
             ("retry_budget", RetryBudget),
             ("budget", Budget),
             ("ledger", RunLedger),
+            ("effects", ToolEffects),
         ):
             value = getattr(self, name)
             if value is not None and not isinstance(value, kind):
@@ -170,6 +160,11 @@ class ToolCallGuard:
                     f"ToolCallGuard.{name} must be a {kind.__name__} or None, "
                     f"got {type(value).__name__}"
                 )
+        if self.effects is not None and self.loop is not None and self.effects != self.loop.effects:
+            raise ValueError(
+                "ToolCallGuard: effects given twice, differently; declare them once, "
+                "on the loop policy: LoopPolicy(effects=...)"
+            )
         if not callable(self.sleep) or not callable(self.asleep):
             raise TypeError("ToolCallGuard.sleep and .asleep must be callables")
         _check_timeout(self.timeout)
