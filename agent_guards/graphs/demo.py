@@ -24,6 +24,8 @@ from langchain_core.messages import AIMessage
 from agent_guards import GuardDecision, Verdict
 from agent_guards.persistence import open_persistence, replay_config
 from agent_guards.planner_gate import current_plan
+from agent_guards.tool_guard.ledger import RunLedger
+from agent_guards.tool_guard.state_ledger import StateLedger
 
 from .plan_execute import build_graph
 from .scenarios import SCENARIOS, ScenarioResult, run_baseline, run_scenario
@@ -236,11 +238,16 @@ def _call_ids(snaps: dict[str, Any], end: str, start: str) -> list[str]:
 def _writes_after(at: Mapping[str, Any], end: Mapping[str, Any]) -> list[str]:
     """The completed writes the state's run ledger holds at ``end`` and not at ``at``
     (``tool (call id)``): what a replay from ``at`` runs again when no store knows them."""
-    before, after = at.get("run_ledger") or {}, end.get("run_ledger") or {}
+    ledger = RunLedger()
+
+    def done(values: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return ledger.done_writes(StateLedger(values.get("run_ledger")), "state")
+
+    known = {(e["call_id"], e["executions"]) for e in done(at)}
     return [
-        f"{entry.get('tool')} ({key.split('#')[0]})"
-        for key, entry in after.items()
-        if key not in before and entry.get("status") == "done" and entry.get("effect") != "read"
+        f"{e['tool']} ({e['call_id']})"
+        for e in reversed(done(end))  # oldest first
+        if (e["call_id"], e["executions"]) not in known
     ]
 
 

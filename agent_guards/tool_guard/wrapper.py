@@ -813,17 +813,14 @@ def _intent(request: ToolCallRequest, plan: Plan) -> tuple[str, dict[str, Any]]:
 def _outcome(result: Any, failure: Failure | None, call_id: str) -> dict[str, Any]:
     """What the ledger records of a call's result after it ran: the answer's text and
     artifact (a ``Command``'s answer is the ToolMessage its update carries for the call)."""
-    message = result if isinstance(result, ToolMessage) else None
     if isinstance(result, Command):
         message = _command_answer(result, call_id)
-    if message is not None:
-        content = content_text(message.content)
-    elif isinstance(result, Command):
-        content = "[state update] the tool answered with a Command and no message"
+        bare = "[state update] the tool answered with a Command and no message"
     else:
-        content = str(result)
+        message = result if isinstance(result, ToolMessage) else None
+        bare = str(result)
     return {
-        "content": content,
+        "content": content_text(message.content) if message is not None else bare,
         "ok": failure is None,
         "artifact": message.artifact if message is not None and failure is None else None,
     }
