@@ -14,8 +14,10 @@ async variants. Any other store falls back to read-then-write, which is atomic o
 within one process; ``is_atomic(store)`` says which applies.
 
 ``count`` counts the items of exactly one namespace in one SQL statement on the same
-stores (``search`` would decode every item); elsewhere it counts ``items``, which pages
-through ``search`` and keeps that namespace's items only.
+stores (``search`` would decode every item), and in place on the stores this process
+holds (``InMemoryStore``, the ledger's view of state: ``search`` would build an item per
+entry, and ``InMemoryStore`` rescans every namespace for each page); elsewhere it counts
+``items``, which pages through ``search`` and keeps that namespace's items only.
 
 Example:
     >>> from langgraph.store.memory import InMemoryStore
@@ -79,10 +81,9 @@ _POSTGRES_COUNT = (
     "SELECT COUNT(*) FROM store WHERE prefix = %s AND value->>'status' IS DISTINCT FROM %s"
 )
 _PAGE = 100
-_IN_PROCESS = {  # named, not imported: pure modules that use claims stay free of langgraph
-    ("langgraph.store.memory", "InMemoryStore"),
-    ("agent_guards.tool_guard.state_ledger", "StateLedger"),
-}
+_MEMORY = ("langgraph.store.memory", "InMemoryStore")
+_STATE = ("agent_guards.tool_guard.state_ledger", "StateLedger")
+_IN_PROCESS = {_MEMORY, _STATE}  # named, not imported: modules using claims stay langgraph-free
 
 
 def _kind(store: BaseStore) -> str:
@@ -318,7 +319,23 @@ def count(store: BaseStore, namespace: tuple[str, ...], *, status_not: str) -> i
         with store.lock, store._cursor() as cursor:  # type: ignore[attr-defined]
             cursor.execute(_POSTGRES_COUNT, (prefix, status_not))
             return _count_of(cursor.fetchone())
-    return sum(1 for item in items(store, namespace) if item.value.get("status") != status_not)
+    statuses = _held_statuses(store, namespace)
+    if statuses is None:
+        statuses = [item.value.get("status") for item in items(store, namespace)]
+    return len(statuses) - statuses.count(status_not)
+
+
+def _held_statuses(store: BaseStore, namespace: tuple[str, ...]) -> list[Any] | None:
+    """The ``"status"`` of each of ``namespace``'s items, read where an in-process store
+    keeps them (a snapshot: ``list`` copies a dict's values in one step, so a put from
+    another thread cannot change it mid-count); None for every other store."""
+    kind = (type(store).__module__, type(store).__name__)
+    if kind == _MEMORY:
+        held = store._data.get(namespace)  # type: ignore[attr-defined]  # .get adds no key
+        return [item.value.get("status") for item in list(held.values())] if held else []
+    if kind == _STATE:
+        return [value.get("status") for value in store.values()]  # type: ignore[attr-defined]
+    return None
 
 
 def items(store: BaseStore, namespace: tuple[str, ...]) -> Iterator[Item]:

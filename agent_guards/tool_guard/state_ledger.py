@@ -59,6 +59,11 @@ class StateLedger(BaseStore):
     def _value(self, key: str) -> Mapping[str, Any] | None:
         return self.writes[key] if key in self.writes else self.entries.get(key)
 
+    def values(self) -> list[Mapping[str, Any]]:
+        """Every entry as this step sees it (its own writes over what it read)."""
+        kept = [value for key, value in self.entries.items() if key not in self.writes]
+        return [*kept, *self.writes.values()]
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         return [self._run(op) for op in ops]
 

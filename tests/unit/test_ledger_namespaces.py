@@ -19,7 +19,8 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
 from agent_guards.tool_guard import RunLedger
-from agent_guards.tool_guard.claims import count
+from agent_guards.tool_guard.claims import count, items
+from agent_guards.tool_guard.state_ledger import StateLedger
 
 LEDGER = RunLedger()
 
@@ -71,3 +72,49 @@ def test_count_skips_sub_namespaces_and_counts_entries_without_a_status(store: A
     store.put(("led", "t1", "sub"), "w", {"status": "done"})
     store.put(("led", "t10"), "v", {"status": "done"})
     assert count(store, ("led", "t1"), status_not="not_run") == 2
+
+
+def test_count_in_place_agrees_with_paging_through_search() -> None:
+    """InMemoryStore and the ledger's view of state are counted where they keep their
+    entries (search would build an item per entry, and InMemoryStore rescans every
+    namespace for each page): the count is the one the pages give, past one page too."""
+    memory = InMemoryStore()
+    entries: dict[str, dict[str, Any]] = {}
+    for i in range(250):  # more than two pages of 100
+        value = {"status": ("done", "not_run", "started")[i % 3], "n": i}
+        memory.put(("led", "t1"), f"k{i}", value)
+        entries[f"k{i}"] = value
+    memory.put(("led", "t1", "sub"), "w", {"status": "done"})
+    memory.put(("led", "t10"), "v", {"status": "done"})
+    paged = sum(1 for item in items(memory, ("led", "t1")) if item.value["status"] != "not_run")
+    assert paged == 167
+    assert count(memory, ("led", "t1"), status_not="not_run") == paged
+    assert count(memory, ("led", "nobody"), status_not="not_run") == 0
+
+    view = StateLedger(entries)
+    view.put(("led", "t1"), "k1", {"status": "done"})  # was not_run: the step's own write wins
+    view.put(("led", "t1"), "new", {"status": "not_run"})
+    assert count(view, ("led", "t1"), status_not="not_run") == paged + 1
+    assert count(view, ("led", "t1"), status_not="not_run") == sum(
+        1 for item in items(view, ("led", "t1")) if item.value["status"] != "not_run"
+    )
+
+
+def test_a_budgeted_call_reads_an_in_process_ledger_without_searching_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Paging through search made each budget check cost the thread's whole history (an
+    item built per entry, and every namespace rescanned per page: a call on a thread of
+    5,000 executions took 100x one on a thread of 50)."""
+    memory = InMemoryStore()
+    for i in range(120):
+        _run(memory, "t1", f"c{i}")
+
+    def no_search(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the ledger searched the store to count it")
+
+    monkeypatch.setattr(InMemoryStore, "search", no_search)
+    monkeypatch.setattr(StateLedger, "search", no_search)
+    assert LEDGER.executions(memory, "t1") == 120
+    view = StateLedger({f"c{i}#1": {"status": "done"} for i in range(120)})
+    assert LEDGER.executions(view, "t1") == 120
