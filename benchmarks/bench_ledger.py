@@ -97,11 +97,16 @@ def _ratio(
     measurement keeps its ledger apart (``label``): every call is a first execution."""
     plain = _runner(_graph(store, None, saver), loop)
     ledgered = _runner(_graph(store, RunLedger(namespace=("bench", label)), saver), loop)
-    for _ in range(_BLOCK):  # warm up
-        plain(), ledgered()
-    rounds = [_round(ledgered, plain, calls) for _ in range(15)]
-    ratio = statistics.median(w / wo for w, wo in rounds)
-    return ratio, statistics.median(w for w, _ in rounds), statistics.median(wo for _, wo in rounds)
+    return _compare(ledgered, plain, calls)
+
+
+def _compare(first: Any, second: Any, calls: int) -> tuple[float, float, float]:
+    """After a warm-up, the median over 15 rounds of first / second, and the two medians."""
+    for _ in range(_BLOCK):
+        first(), second()
+    rounds = [_round(first, second, calls) for _ in range(15)]
+    ratio = statistics.median(a / b for a, b in rounds)
+    return ratio, statistics.median(a for a, _ in rounds), statistics.median(b for _, b in rounds)
 
 
 def _async_ratios(calls: int, db: Path) -> tuple[tuple[float, float, float], ...]:
@@ -141,12 +146,7 @@ def _history_ratio(calls: int, long: int, short: int) -> tuple[float, float, flo
                                  effect="write", previous={})  # fmt: skip
             assert entry is not None
             ledger.finish(store, thread, f"past{i}", content="ok", ok=True, started=entry)
-    on_long, on_short = _runner(graph, thread="long"), _runner(graph, thread="short")
-    for _ in range(_BLOCK):  # warm up
-        on_long(), on_short()
-    rounds = [_round(on_long, on_short, calls) for _ in range(15)]
-    ratio = statistics.median(a / b for a, b in rounds)
-    return ratio, statistics.median(a for a, _ in rounds), statistics.median(b for _, b in rounds)
+    return _compare(_runner(graph, thread="long"), _runner(graph, thread="short"), calls)
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
