@@ -141,7 +141,7 @@ HEADLINES = (
         "budgeted tool call, thread with 5,000 / 50 executions",
         "ledger",
         "budgeted tool call, thread with",
-        "<= 1.50",
+        "",
     ),
     (
         "retry storm, 50 callers on one 429 tool: peak retries/s, budget / cap",
