@@ -114,6 +114,7 @@ class RunLedger:
         attempt: int = 1,
         previous: Mapping[str, Any] | None = None,
         args: Mapping[str, Any] | None = None,
+        turn: str | None = None,
     ) -> dict[str, Any] | None:
         """Claim the call's next execution and record the intent, before it runs.
 
@@ -122,11 +123,12 @@ class RunLedger:
         the other gets None and waits for the outcome (:meth:`outcome`). ``previous`` is
         the call's entry when the caller has just read it ({}: it never ran). ``args`` are
         kept when they are small JSON (a cancel can then undo a write no plan step lists).
+        ``turn`` names the user message the call serves (see ``ToolCallGuard``).
         """
         old = previous if previous is not None else self.entry(store, thread_id, call_id) or {}
         ns, key, entry, text = self._intent(thread_id, call_id, old, tool=tool,
                                             signature=signature, effect=effect,
-                                            attempt=attempt, args=args)  # fmt: skip
+                                            attempt=attempt, args=args, turn=turn)  # fmt: skip
         return entry if claim(store, ns, key, entry, text=text) else None
 
     async def astart(
@@ -148,6 +150,7 @@ class RunLedger:
         effect: Effect | str,
         attempt: int = 1,
         args: Mapping[str, Any] | None = None,
+        turn: str | None = None,
     ) -> tuple[tuple[str, ...], str, dict[str, Any], str]:
         """Where the execution after ``old`` goes, its entry and the entry's JSON."""
         entry: dict[str, Any] = {
@@ -160,6 +163,8 @@ class RunLedger:
             "status": "started",
             "started_at": time.time(),  # wall clock: how long another worker may still run it
         }
+        if turn is not None:
+            entry["turn"] = str(turn)[:200]
         entry, text = _with_small_json(entry, "args", None if args is None else dict(args))
         return self._ns(thread_id), _key(call_id, int(entry["executions"])), entry, text
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
@@ -630,6 +630,8 @@ class ToolCallGuard:
             return dict(entry)
         if entry.get("signature", "") not in ("", retry_signature(call, effect)[:500]):
             return dict(entry)  # the id came back with other arguments (a fork that edited them)
+        if entry.get("turn") not in (None, user_turn(request.state)):
+            return dict(entry)  # the id came back for a later user message: a new request
         if entry["status"] == "started":  # running elsewhere, or it never reported back
             entry = self.ledger.outcome(store, thread, str(call["id"]), sleep=self._wait) or {}
         return settle(self.ledger, store, thread, call, entry, policy=self._policy_label())
@@ -807,7 +809,22 @@ def _intent(request: ToolCallRequest, plan: Plan) -> tuple[str, dict[str, Any]]:
         "effect": plan.effect or Effect.UNKNOWN,
         "attempt": plan.attempt,
         "args": args if isinstance(args, Mapping) else None,
+        "turn": user_turn(request.state),
     }
+
+
+def user_turn(state: Any) -> str | None:
+    """The id of the conversation's latest user message (``state["messages"]``): the request
+    a call serves. Some models repeat a call id from one user turn to the next, so an id
+    alone cannot tell a new request from the same call run again; a resume, a retry or a
+    fork of the same turn keeps this id. None without one (a tool node run on its own)."""
+    messages = state.get("messages") if isinstance(state, Mapping) else None
+    if not isinstance(messages, list):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return message.id
+    return None
 
 
 def _outcome(result: Any, failure: Failure | None, call_id: str) -> dict[str, Any]:

@@ -131,6 +131,36 @@ def test_a_completed_write_is_answered_from_the_ledger_on_a_fork(kind: str, tmp_
         ]
 
 
+def each_turn(name: str, args: dict[str, Any]) -> ScriptedChatModel:
+    """A model that makes the same call, with the same id, on every user turn."""
+
+    def reply(messages: list[BaseMessage]) -> AIMessage:
+        last_user = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
+        if any(isinstance(m, ToolMessage) for m in messages[last_user:]):
+            return AIMessage("done")
+        return AIMessage("", tool_calls=[{"name": name, "args": args, "id": "call-0"}])
+
+    return ScriptedChatModel(script=[reply], repeat_last=True)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_call_id_repeated_in_a_later_turn_is_a_new_request(kind: str, tmp_path: Path) -> None:
+    """Some models repeat a call id from one user turn to the next. The user asked again:
+    the write runs again. A replay of that turn's tool step is still answered from the
+    ledger: it serves the same user message."""
+    world = World()
+    with persistence(kind, tmp_path) as (saver, store):
+        graph = build(each_turn("transfer", {"amount": 30}), world, saver, store)
+        graph.invoke({"messages": [HumanMessage("pay 30")]}, CFG)
+        out = graph.invoke({"messages": [HumanMessage("pay 30 again, please")]}, CFG)
+        assert world.runs == ["transfer", "transfer"] and world.balance == 40
+        answer = [m for m in out["messages"] if isinstance(m, ToolMessage)][-1]
+        assert answer.content == "transferred 30; balance 40"
+        snaps = [s for s in graph.get_state_history(CFG) if s.next == ("tools",)]
+        graph.invoke(None, snaps[0].config)  # the latest: the second turn's tool step
+        assert world.runs == ["transfer", "transfer"] and world.balance == 40
+
+
 def test_a_write_answering_with_a_command_is_recorded_by_its_message() -> None:
     """A tool returning ``Command(update=...)``: the ledger keeps the ToolMessage it carries,
     so a fork is answered with the tool's own words, not the Command's repr."""
