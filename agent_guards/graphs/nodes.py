@@ -317,6 +317,8 @@ class Nodes:
             update["guard_log"] = decisions
         if state.get("plans"):  # a new turn on this thread: its plan answers user input
             update["replan_trigger"] = "user_input"
+            if _outcome_of(state).get("route") == "answer":  # a new request, not a reply
+                update["goal_start"] = len(state["plans"])
         if self.pol.guards and goal.missing():
             update["outcome"] = {
                 "route": "clarify",
@@ -344,7 +346,7 @@ class Nodes:
                 reason=spec.reason,
                 parent=current.version if current else None,
             )
-            return self.keep_done(versions, version)
+            return self.keep_done(versions[_goal_start(state) :], version)
 
         tried = structured_call(self.plan_model, PlanSpec, prompt, build, what="plan")
         ended, decisions = malformed_outcome("plan", tried)
@@ -642,6 +644,12 @@ def _unfinished(state: Mapping[str, Any]) -> bool:
     outcome = _outcome_of(state)
     route = outcome.get("route")
     return not route or (route == "escalate" and "human" not in outcome)
+
+
+def _goal_start(state: Mapping[str, Any]) -> int:
+    """Where the current goal's plan versions begin (``goal_start``; 0 when unset or junk)."""
+    start = state.get("goal_start")
+    return start if isinstance(start, int) and not isinstance(start, bool) and start > 0 else 0
 
 
 def _outcome_of(state: Mapping[str, Any]) -> Mapping[str, Any]:

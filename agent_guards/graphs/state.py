@@ -61,6 +61,12 @@ class PlanExecuteState(MessagesState, PlanState, EvidenceState, MemoryState, Con
     """When the running step started (POSIX seconds, the run's clock): its ``timeout_s``
     counts from here."""
     replan_trigger: str | None
+    goal_start: int
+    """Where the versions of the goal being worked on begin in ``plans`` (0 until a run
+    answers). A turn after an answer is a new request: its plan runs every step again, as
+    asked, instead of taking the done steps of an earlier request's plan, whose results
+    may be stale. A turn after a clarifying question, a stop or an escalation continues
+    its goal: a step done there is not run again."""
     outcome: dict[str, Any]
     # The run ledger, kept here when the graph runs without a store: deltas too, so the
     # record of a long run is not copied into every checkpoint again
