@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 from langchain_core.exceptions import ModelError
@@ -430,6 +431,8 @@ class Nodes:
             else evidence_from_messages(results)
         )
         status, note, route = step_outcome(messages, self.pol.retry)
+        if self.pol.guards and current is not None and found:
+            found = _read_again(found, state, current, _step_of(current, step_id))
         update: dict[str, Any] = {
             "evidence": found,
             "current_step": None,
@@ -709,6 +712,29 @@ def _cached(
             if same and not itself and old.status is StepStatus.DONE:
                 return old
     return None
+
+
+def _read_again(
+    found: list[Any], state: Mapping[str, Any], current: PlanVersion, step: PlanStep | None
+) -> list[Any]:
+    """``found`` superseding what the same source said before: the items that an earlier
+    done step with this step's tool and args brought back under the same claim. A read done
+    again reads the world as it is now (a write, or a later request, came in between), so
+    the answer is not a mix of the two reads, nor a question about which one is meant."""
+    earlier = _cached(state.get("plans") or [], current, step) if step is not None else None
+    if earlier is None or not earlier.evidence_ids:
+        return found
+    fresh = {e.id for e in found}
+    stale = set(earlier.evidence_ids) - fresh
+    before = [e for e in state.get("evidence") or [] if getattr(e, "id", None) in stale]
+    return [_superseding(e, [old.id for old in before if old.claim_key == e.claim_key])
+            for e in found]  # fmt: skip
+
+
+def _superseding(item: Any, ids: list[str]) -> Any:
+    """``item``, superseding ``ids`` as well as what it already supersedes."""
+    added = tuple(i for i in ids if i not in item.supersedes)
+    return replace(item, supersedes=(*item.supersedes, *added)) if added else item
 
 
 def _fallback_decision(

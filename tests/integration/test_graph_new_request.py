@@ -30,13 +30,15 @@ from tests.integration._reference import (
 )
 
 
-def _bank_tools(bank: dict[str, Any]) -> list[BaseTool]:
+def _bank_tools(bank: dict[str, Any], *, new_ids: bool) -> list[BaseTool]:
     @tool(response_format="content_and_artifact")
     def balance() -> tuple[str, list[dict[str, Any]]]:
         """The account's balance (no effect declared: it may write, as far as anyone knows)."""
         bank["reads"] += 1
         value = bank["balance"]
-        item = {"id": "acct", "claim_key": "balance", "value": value, "source_type": "official"}
+        # the record's own id, or one per retrieval (as search hits often carry)
+        item_id = f"acct-read-{bank['reads']}" if new_ids else "acct"
+        item = {"id": item_id, "claim_key": "balance", "value": value, "source_type": "official"}
         return f"balance: {value}", [item]
 
     return [balance]
@@ -63,13 +65,16 @@ def saver_and_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
         yield pair
 
 
+@pytest.mark.parametrize("new_ids", [False, True], ids=["same-id", "new-id-per-read"])
 def test_a_new_request_after_an_answer_reads_the_world_again(
-    saver_and_store: tuple[Any, Any],
+    saver_and_store: tuple[Any, Any], new_ids: bool
 ) -> None:
+    """The same read done again supersedes what it brought back before: with an id per
+    retrieval, the two reads are not a conflict to ask the user about."""
     saver, store = saver_and_store
     bank = {"balance": 100, "reads": 0}
-    app = build_graph(_balance_script().model(), _bank_tools(bank), checkpointer=saver,
-                      store=store)  # fmt: skip
+    app = build_graph(_balance_script().model(), _bank_tools(bank, new_ids=new_ids),
+                      checkpointer=saver, store=store)  # fmt: skip
     config = {"configurable": {"thread_id": "t", "agent_guards_now": "2026-06-01T09:00:00Z"}}
     first = app.invoke({"messages": [("user", "What is my balance?")]}, config)
     assert first["outcome"]["route"] == "answer" and "100" in first["messages"][-1].content
@@ -81,6 +86,7 @@ def test_a_new_request_after_an_answer_reads_the_world_again(
     assert bank["reads"] == 2
     assert second["goal_start"] == 1  # the second goal's versions start after the first's
     assert [p.status.value for p in second["plans"][1].steps] == ["done"]
+    assert second["evidence_verdict"].selected_ids == (("acct-read-2",) if new_ids else ("acct",))
 
 
 def test_a_message_on_an_unfinished_run_continues_it_without_running_the_done_write_again(
