@@ -19,8 +19,9 @@ import pytest
 from langchain_core.tools import BaseTool, tool
 
 from agent_guards.graphs.plan_execute import build_graph
-from agent_guards.graphs.scenarios import FINISH, RoleScript, scenario_config
+from agent_guards.graphs.scenarios import CONTINUE, FINISH, RoleScript, scenario_config
 from agent_guards.testing import tool_call_message
+from agent_guards.tool_guard import annotate_tool
 from tests.integration._reference import (
     calls_logged,
     drafting_scenario,
@@ -107,3 +108,42 @@ def test_a_message_on_an_unfinished_run_continues_it_without_running_the_done_wr
     assert second.get("goal_start", 0) == 0  # the same goal, continued
     assert calls_logged(tmp_path).count("create_draft") == 1
     assert calls_logged(tmp_path)[-1] == "fetch_beta"
+
+
+def test_a_read_after_a_write_in_one_plan_supersedes_the_read_before_it() -> None:
+    """balance, deposit (a declared write), balance: the second read is the world after the
+    deposit. Before, the two reads (an id per retrieval) were a conflict on the balance."""
+    bank = {"balance": 100, "reads": 0}
+    [balance] = _bank_tools(bank, new_ids=True)
+
+    @tool
+    def deposit(amount: int) -> str:
+        """Deposit money."""
+        bank["balance"] += amount
+        return f"deposited {amount}"
+
+    steps = [
+        {"id": "s1", "description": "read the balance", "tool": "balance", "args": {}},
+        {"id": "s2", "description": "deposit 150", "tool": "deposit", "args": {"amount": 150},
+         "depends_on": ["s1"]},
+        {"id": "s3", "description": "read it again", "tool": "balance", "args": {},
+         "depends_on": ["s2"]},
+    ]  # fmt: skip
+    script = RoleScript(
+        parse_goal=[json.dumps({"intent": "deposit", "dimensions": ["balance"]})],
+        plan=[json.dumps({"steps": steps, "reason": "scripted"})],
+        agent={
+            "s1": [tool_call_message("balance", {}), "read"],
+            "s2": [tool_call_message("deposit", {"amount": 150}), "deposited"],
+            "s3": [tool_call_message("balance", {}), "read"],
+        },
+        review=[CONTINUE, CONTINUE, FINISH],
+    )
+    app = build_graph(script.model(), [balance, annotate_tool(deposit)],
+                      checkpointer=memory_persistence()[0])  # fmt: skip
+    config = {"configurable": {"thread_id": "t", "agent_guards_now": "2026-06-01T09:00:00Z"}}
+    out = app.invoke({"messages": [("user", "Deposit 150 and tell me the balance.")]}, config)
+    assert bank["reads"] == 2 and bank["balance"] == 250
+    assert out["outcome"]["route"] == "answer"
+    assert out["evidence_verdict"].selected_ids == ("acct-read-2",)
+    assert "250" in out["messages"][-1].content
