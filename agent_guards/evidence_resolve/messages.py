@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import named
-from agent_guards.core.signatures import safe_str
+from agent_guards.core.signatures import call_signature, safe_str
 from agent_guards.evidence_resolve.core import coerce_evidence
 from agent_guards.evidence_resolve.model import Evidence
 
-__all__ = ["evidence_from_messages", "merge_evidence"]
+__all__ = ["evidence_from_messages", "evidence_read_again", "merge_evidence", "superseding"]
 
 
 _LOG = logging.getLogger("agent_guards.evidence_resolve")
@@ -103,3 +104,48 @@ def evidence_from_messages(messages: Iterable[BaseMessage]) -> list[Evidence]:
             for j, item in enumerate(artifact):
                 found.append(named(coerce_evidence, item, f"{source}.artifact[{j}]"))
     return found
+
+
+def evidence_read_again(messages: Sequence[BaseMessage], sources: Iterable[str]) -> list[Evidence]:
+    """The evidence of the ``sources`` tools' results in ``messages``, where a call made
+    again with the same arguments supersedes what its earlier run brought back under the
+    same claim: a read done again reads the world as it is now (a write may have come in
+    between), so two reads of one source are neither blended nor a conflict to ask about.
+    Items of one result never supersede each other.
+
+    >>> from langchain_core.messages import AIMessage, ToolMessage
+    >>> def read(n, value):
+    ...     call = AIMessage("", tool_calls=[{"name": "balance", "args": {}, "id": f"c{n}"}])
+    ...     item = {"id": f"read-{n}", "claim_key": "balance", "value": value}
+    ...     return [call, ToolMessage(str(value), tool_call_id=f"c{n}", name="balance",
+    ...                               artifact=[item])]
+    >>> items = evidence_read_again([*read(1, 100), *read(2, 250)], ["balance"])
+    >>> [(e.id, e.supersedes) for e in items]
+    [('read-1', ()), ('read-2', ('read-1',))]
+    """
+    names = frozenset(sources)
+    calls = {
+        str(call.get("id")): call_signature(call["name"], call.get("args"))
+        for m in messages
+        if isinstance(m, AIMessage)
+        for call in m.tool_calls
+    }
+    seen: dict[tuple[str, str], list[str]] = {}  # (call signature, claim) -> ids read
+    found: list[Evidence] = []
+    for m in messages:
+        if not isinstance(m, ToolMessage) or m.name not in names:
+            continue
+        items = evidence_from_messages([m])
+        signature = calls.get(str(m.tool_call_id))
+        if signature is not None:
+            items = [superseding(e, seen.get((signature, e.claim_key), ())) for e in items]
+            for e in items:
+                seen.setdefault((signature, e.claim_key), []).append(e.id)
+        found.extend(items)
+    return found
+
+
+def superseding(item: Evidence, ids: Iterable[str]) -> Evidence:
+    """``item``, superseding ``ids`` (but itself) as well as what it already supersedes."""
+    added = tuple(dict.fromkeys(i for i in ids if i != item.id and i not in item.supersedes))
+    return replace(item, supersedes=(*item.supersedes, *added)) if added else item

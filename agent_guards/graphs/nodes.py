@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, cast
 
 from langchain_core.exceptions import ModelError
@@ -33,6 +32,7 @@ from agent_guards.core.stopping import answer_pending
 from agent_guards.core.texts import Texts
 from agent_guards.evidence_resolve import evidence_from_messages
 from agent_guards.evidence_resolve.boundary import identities_of
+from agent_guards.evidence_resolve.messages import superseding
 from agent_guards.graph import stamp
 from agent_guards.planner_gate import (
     Goal,
@@ -727,14 +727,8 @@ def _read_again(
     fresh = {e.id for e in found}
     stale = set(earlier.evidence_ids) - fresh
     before = [e for e in state.get("evidence") or [] if getattr(e, "id", None) in stale]
-    return [_superseding(e, [old.id for old in before if old.claim_key == e.claim_key])
+    return [superseding(e, [old.id for old in before if old.claim_key == e.claim_key])
             for e in found]  # fmt: skip
-
-
-def _superseding(item: Any, ids: list[str]) -> Any:
-    """``item``, superseding ``ids`` as well as what it already supersedes."""
-    added = tuple(i for i in ids if i not in item.supersedes)
-    return replace(item, supersedes=(*item.supersedes, *added)) if added else item
 
 
 def _fallback_decision(

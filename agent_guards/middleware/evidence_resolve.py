@@ -17,7 +17,7 @@ from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import content_text, is_guard_message
 from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.evidence_resolve.core import resolve_evidence
-from agent_guards.evidence_resolve.messages import evidence_from_messages
+from agent_guards.evidence_resolve.messages import evidence_read_again
 from agent_guards.evidence_resolve.model import EvidenceVerdict
 from agent_guards.evidence_resolve.policy import EvidencePolicy
 from agent_guards.middleware.state import GuardAgentState
@@ -134,12 +134,9 @@ class EvidenceResolveMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         self, messages: list[Any], config: RunnableConfig
     ) -> EvidenceVerdict | GuardDecision | None:
         """The turn's verdict; a decision when the evidence is malformed; None without any."""
-        results = [
-            m for m in _turn(messages) if isinstance(m, ToolMessage) and m.name in self.sources
-        ]
         principal = ((config or {}).get("configurable") or {}).get(self.principal_key)
         try:
-            items = evidence_from_messages(results)
+            items = evidence_read_again(_turn(messages), self.sources)
             if not items:
                 return None
             return resolve_evidence(items, policy=self.policy, principal=principal)

@@ -16,6 +16,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.types import interrupt
 
 from agent_guards import MemoryRecord, PlannerPolicy, fit_context
+from agent_guards.core.signatures import content_text
 from agent_guards.memory_resolve import memory_namespace, save_memories
 from agent_guards.middleware import (
     ContextGuardMiddleware,
@@ -187,6 +188,42 @@ def test_a_close_call_ends_the_run_with_the_reason() -> None:
         "The sources disagree on sla (a, b). Which one do you mean?"
     )
     assert out["guard_log"][0].reason not in out["messages"][-1].content
+
+
+def test_a_read_after_a_write_supersedes_the_read_before_it() -> None:
+    """balance, deposit, balance in one turn, with an id per retrieval: the second read is
+    the world after the deposit, not the other side of a conflict to ask the user about."""
+    bank = {"balance": 100, "reads": 0}
+
+    @tool(response_format="content_and_artifact")
+    def balance() -> tuple[str, list[dict[str, Any]]]:
+        """The balance."""
+        bank["reads"] += 1
+        item = {"id": f"read-{bank['reads']}", "claim_key": "balance",
+                "value": bank["balance"], "source_type": "official"}  # fmt: skip
+        return str(bank["balance"]), [item]
+
+    @tool
+    def deposit(amount: int) -> str:
+        """Deposit money."""
+        bank["balance"] += amount
+        return "deposited"
+
+    model = ScriptedChatModel(
+        script=[
+            tool_call_message("balance", {}),
+            tool_call_message("deposit", {"amount": 150}),
+            tool_call_message("balance", {}),
+            "The balance is 250.",
+        ]
+    )
+    agent = create_agent(model, tools=[balance, deposit],
+                         middleware=[EvidenceResolveMiddleware(tools=["balance"])])  # fmt: skip
+    out = agent.invoke({"messages": [HumanMessage("Deposit 150, then tell me the balance.")]})
+    last = out["guard_log"][-1]
+    assert (last.verdict.value, last.selected_ids) == ("answer", ("read-2",))
+    assert out["messages"][-1].content == "The balance is 250."
+    assert "balance: 250 (from read-2)" in content_text(model.calls[-1][0].content)
 
 
 def test_an_ending_is_worded_from_the_middlewares_texts() -> None:
