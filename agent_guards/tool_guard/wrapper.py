@@ -31,7 +31,7 @@ from agent_guards.budget import Budget
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import EFFECT_KEY, Effect, ToolEffects
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.signatures import content_text
+from agent_guards.core.signatures import content_text, is_guard_message
 from agent_guards.core.state import DEFAULT_KEYS, StateKeys
 from agent_guards.loop_check.policy import LoopPolicy
 from agent_guards.retry_router.breaker import CircuitBreaker, RetryBudget
@@ -817,14 +817,19 @@ def user_turn(state: Any) -> str | None:
     """The id of the conversation's latest user message (``state["messages"]``): the request
     a call serves. Some models repeat a call id from one user turn to the next, so an id
     alone cannot tell a new request from the same call run again; a resume, a retry or a
-    fork of the same turn keeps this id. None without one (a tool node run on its own)."""
+    fork of the same turn keeps this id. A guard's own messages (a nudge, a context
+    summary) are no user turn. None without one (a tool node run on its own)."""
     messages = state.get("messages") if isinstance(state, Mapping) else None
     if not isinstance(messages, list):
         return None
     for message in reversed(messages):
-        if isinstance(message, HumanMessage):
+        if isinstance(message, HumanMessage) and not _from_a_guard(message):
             return message.id
     return None
+
+
+def _from_a_guard(message: HumanMessage) -> bool:
+    return is_guard_message(message) or "agent_guards" in (message.additional_kwargs or {})
 
 
 def _outcome(result: Any, failure: Failure | None, call_id: str) -> dict[str, Any]:

@@ -342,3 +342,21 @@ def test_forks_of_a_spent_thread_execute_nothing_more_without_a_grant() -> None:
 def test_a_bad_namespace_is_refused() -> None:
     with pytest.raises(ValueError, match="labels without dots"):
         RunLedger(namespace=("agent.guards",))
+
+
+def test_the_user_turn_a_call_serves_skips_the_guards_own_messages() -> None:
+    """A nudge or a context summary is no user turn: a call repeated after one is the same
+    request, answered from the ledger when it already ran."""
+    from agent_guards.tool_guard.wrapper import user_turn
+
+    messages = [
+        HumanMessage("pay 30", id="u1"),
+        AIMessage("", tool_calls=[{"name": "transfer", "args": {"amount": 30}, "id": "c1"}]),
+        ToolMessage("transferred 30", tool_call_id="c1"),
+        HumanMessage("[loop_check] you repeat yourself", name="loop_check", id="n1"),
+        HumanMessage("summary", id="s1", additional_kwargs={"agent_guards": {"role": "summary"}}),
+    ]
+    assert user_turn({"messages": messages}) == "u1"
+    assert user_turn({"messages": [*messages, HumanMessage("again", id="u2")]}) == "u2"
+    assert user_turn({"messages": messages[1:3]}) is None
+    assert user_turn({"step_messages": messages}) is None
