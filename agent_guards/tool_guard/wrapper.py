@@ -630,7 +630,8 @@ class ToolCallGuard:
             return dict(entry)
         if entry.get("signature", "") not in ("", retry_signature(call, effect)[:500]):
             return dict(entry)  # the id came back with other arguments (a fork that edited them)
-        if entry.get("turn") not in (None, user_turn(request.state)):
+        turn = user_turn(request.state)
+        if turn is not None and entry.get("turn") not in (None, turn):
             return dict(entry)  # the id came back for a later user message: a new request
         if entry["status"] == "started":  # running elsewhere, or it never reported back
             entry = self.ledger.outcome(store, thread, str(call["id"]), sleep=self._wait) or {}
