@@ -704,12 +704,15 @@ def _cached(
     step itself): the cached result a ``use_cache`` fallback answers with."""
     if step.tool is None:
         return None
-    key = (step.tool, canonical_args(step.args))
+    args: str | None = None  # the step's canonical args, made when a candidate needs them
     for version in reversed(versions):
         for old in version.steps:
-            same = (old.tool or "", canonical_args(old.args)) == key
-            itself = version.version == current.version and old.id == step.id
-            if same and not itself and old.status is StepStatus.DONE:
+            if old.tool != step.tool or old.status is not StepStatus.DONE:
+                continue
+            if version.version == current.version and old.id == step.id:
+                continue  # the step itself
+            args = canonical_args(step.args) if args is None else args
+            if canonical_args(old.args) == args:
                 return old
     return None
 
