@@ -839,9 +839,10 @@ def _outcome(result: Any, failure: Failure | None, call_id: str) -> dict[str, An
     if isinstance(result, Command):
         message = _command_answer(result, call_id)
         bare = "[state update] the tool answered with a Command and no message"
+    elif isinstance(result, ToolMessage):
+        message, bare = result, ""  # never str(): a message's repr costs more than the rest
     else:
-        message = result if isinstance(result, ToolMessage) else None
-        bare = str(result)
+        message, bare = None, str(result)
     return {
         "content": content_text(message.content) if message is not None else bare,
         "ok": failure is None,
