@@ -8,6 +8,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, hook_config
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
@@ -43,6 +44,18 @@ def _turn(messages: list[Any]) -> list[Any]:
     return messages
 
 
+def _tool_name(tool: Any) -> str:
+    """A model request's tool's name: a ``BaseTool``, or a dict tool (OpenAI's function
+    format or a name of its own); "" for a provider's built-in tool without one."""
+    if isinstance(tool, BaseTool):
+        return tool.name
+    if isinstance(tool, Mapping):
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else tool.get("name")
+        return name if isinstance(name, str) else ""
+    return str(getattr(tool, "__name__", ""))
+
+
 def _note(verdict: EvidenceVerdict) -> str:
     """What the model reads before answering: the arbitrated value(s) and what lost."""
     claims: Mapping[str, Any] = verdict.claims or {verdict.claim_key or "answer": verdict}
@@ -69,8 +82,9 @@ class EvidenceResolveMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
     ``wrap_model_call`` tells the model which value each claim has and which items lost.
 
     Args:
-        tools: Names of the retrieval tools whose results are evidence (required: no tool
-            is trusted as a source by default).
+        tools: The retrieval tools whose results are evidence, or their names (required:
+            no tool is trusted as a source by default). A name the model is not offered
+            fails the first model call, before any tool runs.
         policy: Source weights and thresholds (default :class:`EvidencePolicy`).
         principal_key: The ``configurable`` key with the caller's identities.
 
@@ -90,7 +104,7 @@ class EvidenceResolveMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         >>> model = ScriptedChatModel(script=[tool_call_message("search_docs", {"q": "limit"}),
         ...                                   "The limit is 50w [pol-7]."])
         >>> agent = create_agent(model, tools=[search_docs],
-        ...                      middleware=[EvidenceResolveMiddleware(tools=["search_docs"])])
+        ...                      middleware=[EvidenceResolveMiddleware(tools=[search_docs])])
         >>> out = agent.invoke({"messages": [("user", "limit?")]})
         >>> out["guard_log"][0].verdict.value, out["guard_log"][0].selected_ids
         ('answer', ('pol-7',))
@@ -101,6 +115,13 @@ class EvidenceResolveMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         Traceback (most recent call last):
         ...
         ValueError: EvidenceResolveMiddleware.tools must name the retrieval tools, got []
+        >>> typo = create_agent(model, tools=[search_docs],
+        ...                     middleware=[EvidenceResolveMiddleware(tools=["search_doc"])])
+        >>> try:
+        ...     typo.invoke({"messages": [("user", "limit?")]})
+        ... except ValueError as err:
+        ...     print(str(err).split(" (")[0])
+        EvidenceResolveMiddleware.tools names ['search_doc'], which the model is not offered
     """
 
     state_schema = GuardAgentState
@@ -108,7 +129,7 @@ class EvidenceResolveMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
     def __init__(
         self,
         *,
-        tools: Iterable[str],
+        tools: Iterable[str | BaseTool] | str | BaseTool,
         policy: EvidencePolicy | None = None,
         principal_key: str = "principal",
         texts: Texts = TEXTS_EN,
@@ -117,7 +138,8 @@ class EvidenceResolveMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         if not isinstance(texts, Texts):
             raise TypeError(f"EvidenceResolveMiddleware.texts must be a Texts, got {texts!r}")
         self.texts = texts
-        names = [tools] if isinstance(tools, str) else list(tools)
+        given = [tools] if isinstance(tools, str | BaseTool) else list(tools)
+        names = [t.name if isinstance(t, BaseTool) else t for t in given]
         if not names or not all(isinstance(n, str) and n for n in names):
             raise ValueError(
                 f"EvidenceResolveMiddleware.tools must name the retrieval tools, got {names!r}"
@@ -178,7 +200,21 @@ class EvidenceResolveMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
             )
         return self.texts.abstain
 
+    def _check_sources(self, request: Any) -> None:
+        """Fail at the first model call, before any tool ran, when a named source is not a
+        tool the model is offered: a misspelt name would otherwise never be arbitrated."""
+        offered = {_tool_name(t) for t in request.tools or ()}
+        unknown = sorted(self.sources - offered)
+        if unknown:
+            raise ValueError(
+                f"EvidenceResolveMiddleware.tools names {unknown}, which the model is not "
+                f"offered (its tools: {sorted(n for n in offered if n)}): pass the tool "
+                f"objects, tools=[search_docs], or their exact names; a middleware that "
+                f"selects tools goes after this one in middleware=[...]"
+            )
+
     def _with_note(self, request: Any) -> Any:
+        self._check_sources(request)
         messages = list((request.state or {}).get("messages") or request.messages)
         found = self._resolve(messages, _config())
         if not isinstance(found, EvidenceVerdict) or found.verdict is not Verdict.ANSWER:

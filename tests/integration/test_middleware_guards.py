@@ -246,6 +246,38 @@ def test_evidence_needs_named_sources() -> None:
         EvidenceResolveMiddleware(tools=[])
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_source_the_model_is_not_offered_fails_before_any_tool_runs(mode: str) -> None:
+    ran: list[str] = []
+
+    @tool(response_format="content_and_artifact")
+    def search_docs(q: str) -> tuple[str, list[dict[str, Any]]]:
+        """Search the policy documents."""
+        ran.append(q)
+        return "1 document", [{"id": "a", "claim_key": "sla", "value": "99.9%"}]
+
+    model = ScriptedChatModel(script=[tool_call_message("search_docs", {"q": "x"}), "99.9%"])
+    typo = create_agent(model, tools=[search_docs],
+                        middleware=[EvidenceResolveMiddleware(tools=["search_doc"])])  # fmt: skip
+    with pytest.raises(ValueError, match=r"names \['search_doc'\], which the model is not offered "
+                       r"\(its tools: \['search_docs'\]\): pass the tool objects"):  # fmt: skip
+        await _run(typo, {"messages": [HumanMessage("sla?")]}, mode)
+    assert ran == [] and model.calls == []
+
+
+def test_the_sources_may_be_given_as_the_tools_themselves() -> None:
+    docs = [
+        {"id": "wiki", "claim_key": "limit", "value": "30w", "source_type": "forum"},
+        {"id": "pol-7", "claim_key": "limit", "value": "50w", "source_type": "official"},
+    ]
+    search_docs = _search_docs(docs)
+    model = ScriptedChatModel(script=[tool_call_message("search_docs", {"q": "x"}), "50w"])
+    agent = create_agent(model, tools=[search_docs],
+                         middleware=[EvidenceResolveMiddleware(tools=[search_docs])])  # fmt: skip
+    out = agent.invoke({"messages": [HumanMessage("limit?")]})
+    assert out["guard_log"][0].selected_ids == ("pol-7",)
+
+
 # planner_gate -------------------------------------------------------------------------
 
 
