@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import TodoListMiddleware, dynamic_prompt
+from langchain.agents.middleware import TodoListMiddleware, dynamic_prompt, wrap_model_call
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -263,6 +263,27 @@ async def test_a_source_the_model_is_not_offered_fails_before_any_tool_runs(mode
                        r"\(its tools: \['search_docs'\]\): pass the tool objects"):  # fmt: skip
         await _run(typo, {"messages": [HumanMessage("sla?")]}, mode)
     assert ran == [] and model.calls == []
+
+
+def test_a_tool_selector_after_the_middleware_does_not_hide_its_sources() -> None:
+    """A selector (like LLMToolSelectorMiddleware) filters what the middlewares after it
+    see; listed after EvidenceResolveMiddleware, the sources check sees every tool."""
+    docs = [{"id": "pol-7", "claim_key": "limit", "value": "50w", "source_type": "official"}]
+
+    @wrap_model_call
+    def answer_without_tools(request: Any, handler: Any) -> Any:
+        return handler(request.override(tools=[]))
+
+    model = ScriptedChatModel(script=[tool_call_message("search_docs", {"q": "x"}), "50w"])
+    search_docs = _search_docs(docs)
+    agent = create_agent(model, tools=[search_docs], middleware=[
+        EvidenceResolveMiddleware(tools=[search_docs]), answer_without_tools])  # fmt: skip
+    out = agent.invoke({"messages": [HumanMessage("limit?")]})
+    assert out["guard_log"][0].selected_ids == ("pol-7",)
+    swapped = create_agent(model, tools=[search_docs], middleware=[
+        answer_without_tools, EvidenceResolveMiddleware(tools=[search_docs])])  # fmt: skip
+    with pytest.raises(ValueError, match="goes after this one"):
+        swapped.invoke({"messages": [HumanMessage("limit?")]})
 
 
 def test_the_sources_may_be_given_as_the_tools_themselves() -> None:
