@@ -209,7 +209,7 @@ class EvidenceResolveMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
             raise ValueError(
                 f"EvidenceResolveMiddleware.tools names {unknown}, which the model is not "
                 f"offered (its tools: {sorted(n for n in offered if n)}): pass the tool "
-                f"objects, tools=[search_docs], or their exact names; a middleware that "
+                f"objects (tools=[your_tool]) or their exact names; a middleware that "
                 f"selects tools goes after this one in middleware=[...]"
             )
 
