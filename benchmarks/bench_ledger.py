@@ -3,8 +3,13 @@
 One graph step runs one no-op tool call through ``ToolCallGuard().tool_node``; the ledger
 adds two writes to the graph's store (the claim of the execution before the tool runs, its
 outcome after, each one SQL statement on SQLite; the ledger is read only when a claim
-fails): InMemory, or SQLite on a file, bare and with the graph checkpointed to the same
-file as a deployment has it; and through ``ainvoke``, on InMemoryStore and AsyncSqliteStore.
+fails): InMemory, or SQLite on a file, bare and with the graph checkpointed by SqliteSaver
+(to the store's file with ``durability="sync"`` and with ``"async"``, and to a file of its
+own); and through ``ainvoke``, on InMemoryStore and AsyncSqliteStore. SQLite has one
+writer per file: with ``"async"`` the step's checkpoint is still being written when the
+next step's writes come, and on the same file they wait in SQLite's busy handler (which
+sleeps 1 ms and more), ledger or not: that row shows what a shared file costs, and has no
+target.
 The ratio is per call, measured in one run with the two variants alternating every few
 calls. Last, a thread's history: a budgeted call (the budget reads the thread's count of
 executions before each call) on a thread that has run 5,000 calls against one that has
@@ -60,10 +65,15 @@ def _graph(
 
 
 def _runner(
-    graph: Any, loop: asyncio.AbstractEventLoop | None = None, thread: str | None = None
+    graph: Any,
+    loop: asyncio.AbstractEventLoop | None = None,
+    thread: str | None = None,
+    durability: str | None = None,
 ) -> Any:
     """One call per run (on ``thread``, else on one of 50); through ``ainvoke`` on
-    ``loop`` when one is given."""
+    ``loop`` when one is given; with the checkpointer's ``durability`` when one is given
+    (LangGraph's own default otherwise)."""
+    options = {"durability": durability} if durability is not None else {}
     ids = itertools.count()
 
     def run() -> None:
@@ -72,9 +82,9 @@ def _runner(
         state = {"messages": [AIMessage("", tool_calls=[call])]}
         config = {"configurable": {"thread_id": thread or f"t{n % 50}"}}
         if loop is None:
-            graph.invoke(state, config)
+            graph.invoke(state, config, **options)
         else:
-            loop.run_until_complete(graph.ainvoke(state, config))
+            loop.run_until_complete(graph.ainvoke(state, config, **options))
 
     return run
 
@@ -92,12 +102,19 @@ def _round(ledgered: Any, plain: Any, calls: int) -> tuple[float, float]:
 
 
 def _ratio(
-    store: Any, calls: int, label: str, saver: Any = None, loop: Any = None
+    store: Any,
+    calls: int,
+    label: str,
+    saver: Any = None,
+    loop: Any = None,
+    *,
+    durability: str | None = None,
 ) -> tuple[float, float, float]:
     """Median over rounds of (with ledger / without), and the two medians. Each
     measurement keeps its ledger apart (``label``): every call is a first execution."""
-    plain = _runner(_graph(store, None, saver), loop)
-    ledgered = _runner(_graph(store, RunLedger(namespace=("bench", label)), saver), loop)
+    plain = _runner(_graph(store, None, saver), loop, durability=durability)
+    ledger = RunLedger(namespace=("bench", label))
+    ledgered = _runner(_graph(store, ledger, saver), loop, durability=durability)
     return _compare(ledgered, plain, calls)
 
 
@@ -166,28 +183,43 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         store = SqliteStore(conn)
         store.setup()
         sqlite = _ratio(store, calls, "sqlite")
-        # as deployed: the graph also checkpoints each step to the same SQLite file
-        saver = SqliteSaver(sqlite3.connect(str(Path(tmp) / "store.sqlite"),
+        # the graph also checkpoints each step: to the store's own file, each step written
+        # before the next starts (durability="sync", the reference graph's default) or
+        # while it runs (LangGraph's "async"), and to a file of its own
+        same = SqliteSaver(sqlite3.connect(str(Path(tmp) / "store.sqlite"),
+                                           check_same_thread=False))  # fmt: skip
+        apart = SqliteSaver(sqlite3.connect(str(Path(tmp) / "checkpoints.sqlite"),
                                             check_same_thread=False))  # fmt: skip
-        saver.setup()
-        deployed = _ratio(store, calls, "deployed", saver)
-        saver.conn.close()
+        for saver in (same, apart):
+            saver.setup()
+        synced = _ratio(store, calls, "synced", same, durability="sync")
+        overlapping = _ratio(store, calls, "overlapping", same, durability="async")
+        separate = _ratio(store, calls, "separate", apart, durability="async")
+        for saver in (same, apart):
+            saver.conn.close()
         conn.close()
         async_memory, async_sqlite = _async_ratios(calls, Path(tmp) / "async.sqlite")
-    for name, (ratio, with_us, without_us) in (
-        ("InMemoryStore", memory),
-        ("SqliteStore", sqlite),
-        ("SqliteStore, graph checkpointed by SqliteSaver", deployed),
-        ("InMemoryStore, async graph (ainvoke)", async_memory),
-        ("AsyncSqliteStore, async graph (ainvoke)", async_sqlite),
+    shared = (
+        "; each step's checkpoint is written while the next step runs, and on one file the "
+        "two connections wait for each other in SQLite's busy handler (1 ms and more), "
+        "ledger or not: no target"
+    )
+    for name, (ratio, with_us, without_us), target, why in (
+        ("InMemoryStore", memory, "<= 1.15", ""),
+        ("SqliteStore", sqlite, "<= 1.15", ""),
+        ("SqliteStore, SqliteSaver on its file, durability=sync", synced, "<= 1.15", ""),
+        ("SqliteStore, SqliteSaver on its file, durability=async", overlapping, "", shared),
+        ("SqliteStore, SqliteSaver on another file", separate, "<= 1.15", ""),
+        ("InMemoryStore, async graph (ainvoke)", async_memory, "<= 1.15", ""),
+        ("AsyncSqliteStore, async graph (ainvoke)", async_sqlite, "<= 1.15", ""),
     ):
         rows.append(
             {
                 "name": f"run ledger per tool call, {name}: with / without",
                 "value": round(ratio, 2),
                 "unit": "x",
-                "target": "<= 1.15",
-                "note": f"{with_us:.0f} us vs {without_us:.0f} us per guarded no-op call",
+                **({"target": target} if target else {}),
+                "note": f"{with_us:.0f} us vs {without_us:.0f} us per guarded no-op call{why}",
             }
         )
     long, short = (500, 50) if quick else (5000, 50)

@@ -132,9 +132,21 @@ HEADLINES = (
         "<= 1.15",
     ),
     (
-        "run ledger per tool call, SqliteStore + SqliteSaver",
+        "run ledger per tool call, SqliteStore + SqliteSaver, one file, durability=sync",
         "ledger",
-        "run ledger per tool call, SqliteStore, graph checkpointed",
+        "run ledger per tool call, SqliteStore, SqliteSaver on its file, durability=sync",
+        "<= 1.15",
+    ),
+    (
+        "run ledger per tool call, SqliteStore + SqliteSaver, one file, durability=async",
+        "ledger",
+        "run ledger per tool call, SqliteStore, SqliteSaver on its file, durability=async",
+        "",
+    ),
+    (
+        "run ledger per tool call, SqliteStore + SqliteSaver, two files",
+        "ledger",
+        "run ledger per tool call, SqliteStore, SqliteSaver on another file",
         "<= 1.15",
     ),
     (
