@@ -68,6 +68,7 @@ def _runner(
     graph: Any,
     loop: asyncio.AbstractEventLoop | None = None,
     thread: str | None = None,
+    *,
     durability: str | None = None,
 ) -> Any:
     """One call per run (on ``thread``, else on one of 50); through ``ainvoke`` on
