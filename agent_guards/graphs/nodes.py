@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.exceptions import ModelError
@@ -702,33 +702,40 @@ def _cached(
 ) -> PlanStep | None:
     """The newest done step of any plan version with this step's tool and args (not the
     step itself): the cached result a ``use_cache`` fallback answers with."""
+    return next(_same_reads(versions, current, step), None)
+
+
+def _same_reads(
+    versions: Sequence[PlanVersion], current: PlanVersion, step: PlanStep
+) -> Iterator[PlanStep]:
+    """The done steps of every plan version with this step's tool and args (not the step
+    itself), newest first: later versions first, and in a version the later steps first
+    (a plan runs its steps in order)."""
     if step.tool is None:
-        return None
+        return
     args: str | None = None  # the step's canonical args, made when a candidate needs them
     for version in reversed(versions):
-        for old in version.steps:
+        for old in reversed(version.steps):
             if old.tool != step.tool or old.status is not StepStatus.DONE:
                 continue
             if version.version == current.version and old.id == step.id:
                 continue  # the step itself
             args = canonical_args(step.args) if args is None else args
             if canonical_args(old.args) == args:
-                return old
-    return None
+                yield old
 
 
 def _read_again(
     found: list[Any], state: Mapping[str, Any], current: PlanVersion, step: PlanStep | None
 ) -> list[Any]:
-    """``found`` superseding what the same source said before: the items that an earlier
+    """``found`` superseding what the same source said before: the items that every earlier
     done step with this step's tool and args brought back under the same claim. A read done
     again reads the world as it is now (a write, or a later request, came in between), so
-    the answer is not a mix of the two reads, nor a question about which one is meant."""
-    earlier = _cached(state.get("plans") or [], current, step) if step is not None else None
-    if earlier is None or not earlier.evidence_ids:
+    the answer is not a mix of the reads, nor a question about which one is meant."""
+    earlier = _same_reads(state.get("plans") or [], current, step) if step is not None else ()
+    stale = {i for old in earlier for i in old.evidence_ids} - {e.id for e in found}
+    if not stale:
         return found
-    fresh = {e.id for e in found}
-    stale = set(earlier.evidence_ids) - fresh
     before = [e for e in state.get("evidence") or [] if getattr(e, "id", None) in stale]
     return [superseding(e, [old.id for old in before if old.claim_key == e.claim_key])
             for e in found]  # fmt: skip

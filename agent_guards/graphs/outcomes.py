@@ -207,10 +207,10 @@ def blend_outcome(state: Mapping[str, Any]) -> dict[str, Any]:
 def ran_writes(
     messages: Sequence[AnyMessage], undo: Mapping[str, Any], seq: int = 0
 ) -> dict[str, dict[str, Any]]:
-    """The step's tool calls that really ran and have an undo hook, by call id: what a
-    cancel may undo. A call answered without running (an error, a cancel, a reuse of
-    another call's result) did nothing to undo. ``at`` orders them, on the ledger's
-    clock (wall time), ``seq`` breaks ties."""
+    """The step's tool calls that really ran and have an undo hook, by execution
+    (:func:`execution_key`): what a cancel may undo. A call answered without running (an
+    error, a cancel, a reuse of another call's result) did nothing to undo. ``at`` orders
+    them, on the ledger's clock (wall time), ``seq`` breaks ties."""
     args = {c["id"]: c.get("args") for m in messages if isinstance(m, AIMessage)
             for c in m.tool_calls}  # fmt: skip
     ran: dict[str, dict[str, Any]] = {}
@@ -221,10 +221,24 @@ def ran_writes(
             and "cancelled" not in meta
             and (not meta.get("reused_from") or meta.get("ledger"))  # its own run, recorded
         ):  # fmt: skip
-            ran[m.tool_call_id] = {"call_id": m.tool_call_id, "tool": m.name,
-                                   "args": dict(args.get(m.tool_call_id) or {}),
-                                   "at": time.time(), "seq": seq + len(ran)}  # fmt: skip
+            number = meta.get("execution")
+            key = execution_key(m.tool_call_id, number if isinstance(number, int) else None)
+            ran[key] = {"call_id": m.tool_call_id, "tool": m.name,
+                        "args": dict(args.get(m.tool_call_id) or {}),
+                        "at": time.time(), "seq": seq + len(ran)}  # fmt: skip
     return ran
+
+
+def execution_key(call_id: str, execution: int | None) -> str:
+    """The name of one execution of a call in the thread's record of writes: its call id,
+    and the execution's number from the second on (a model may repeat a call id for a
+    later request, and the call then runs again: each run is a write to undo).
+
+    Example:
+        >>> execution_key("c1", None), execution_key("c1", 1), execution_key("c1", 2)
+        ('c1', 'c1', 'c1#2')
+    """
+    return call_id if execution is None or execution <= 1 else f"{call_id}#{execution}"
 
 
 def merge_writes(
@@ -244,9 +258,10 @@ def to_undo(
     ledgered: Sequence[Mapping[str, Any]] = (),
 ) -> list[tuple[str, PlanStep]]:
     """The thread's completed writes with an undo hook not undone yet, newest first, once
-    each: (call id, the step handed to its hook).
+    each: (the execution's name, :func:`execution_key`; the step handed to its hook).
 
-    A write is an execution, named by its call id: those ``record_step`` kept in state
+    A write is an execution, named by its call id (and its number when the call ran more
+    than once): those ``record_step`` kept in state
     (``executed_writes``) and the run ledger's completed writes (``ledgered``), which also
     hold writes a fork or a crash left out of state. A step carried over into a new plan
     version keeps its call ids, so its write comes once; a step marked done whose write
@@ -263,10 +278,13 @@ def to_undo(
         if e.get("tool") in undo and isinstance(e.get("args"), Mapping):
             found = {"call_id": str(e["call_id"]), "tool": str(e["tool"]),
                      "args": dict(e["args"]), "at": float(e.get("started_at", 0))}  # fmt: skip
-            runs[found["call_id"]] = {**runs.get(found["call_id"], {}), **found}
-    pending = [r for r in runs.values() if r.get("tool") in undo and not r.get("compensated")]
-    pending.sort(key=lambda r: (float(r.get("at", 0)), int(r.get("seq", 0))), reverse=True)
-    return [(str(r["call_id"]), _step_of(state, r)) for r in pending]
+            number = e.get("executions")
+            key = execution_key(str(e["call_id"]), number if isinstance(number, int) else None)
+            runs[key] = {**runs.get(key, {}), **found}
+    pending = [k for k, r in runs.items() if r.get("tool") in undo and not r.get("compensated")]
+    pending.sort(key=lambda k: (float(runs[k].get("at", 0)), int(runs[k].get("seq", 0))),
+                 reverse=True)  # fmt: skip
+    return [(key, _step_of(state, runs[key])) for key in pending]
 
 
 def _step_of(state: Mapping[str, Any], run: Mapping[str, Any]) -> PlanStep:

@@ -192,12 +192,36 @@ def _checked(
     pol = policies or Policies()
     if not isinstance(pol, Policies):
         raise TypeError(f"policies must be a Policies, got {type(pol).__name__}")
-    tool_names = [str(getattr(t, "name", "")) for t in tools]
-    if not all(tool_names):
-        raise ValueError(f"every tool needs a name, got {tool_names!r}")
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+        raise TypeError(
+            f"tools must be a list of LangChain tools, got {type(tools).__name__}: "
+            "build_graph(model, [my_tool, ...])"
+        )
+    from langchain_core.tools import BaseTool
+
+    plain = [i for i, t in enumerate(tools) if not isinstance(t, BaseTool)]
+    if plain:
+        raise TypeError(
+            f"tools[{plain[0]}] is a {type(tools[plain[0]]).__name__}, not a LangChain tool: "
+            "decorate the function with @tool (from langchain_core.tools import tool), or "
+            "wrap it with StructuredTool.from_function"
+        )
+    tool_names = [t.name for t in tools]
+    twice = sorted({n for n in tool_names if tool_names.count(n) > 1})
+    if twice:
+        raise ValueError(
+            f"tool names must be unique, {twice} named more than once: the model calls a tool "
+            "by name, so only one of them could ever run; rename one (@tool('other_name'))"
+        )
     unknown = sorted(set(compensations or {}) - set(tool_names))
     if unknown:
         raise ValueError(f"compensations for unknown tools {unknown}; tools: {tool_names}")
+    hooks = [n for n, hook in (compensations or {}).items() if not callable(hook)]
+    if hooks:
+        raise TypeError(
+            f"compensations[{hooks[0]!r}] is not callable: give each tool name a function "
+            "(step) -> str that undoes the write and says what it did"
+        )
     return pol, tool_names
 
 
@@ -302,10 +326,19 @@ def cancel_run(app: Any, config: RunnableConfig, reason: str = "cancelled by the
         >>> out["outcome"]["route"], out["outcome"]["text"]
         ('cancelled', 'Cancelled: the user changed their mind')
     """
+    thread = (config.get("configurable") or {}).get("thread_id")
+    if thread is None:
+        raise ValueError(
+            "cancel_run needs the run's thread: config['configurable']['thread_id'] "
+            "(run_config(policies, thread_id=...))"
+        )
     configurable = {**(config.get("configurable") or {}), CANCEL_KEY: reason}
+    state = app.get_state(config)
+    if not state.values:
+        raise ValueError(f"cancel_run: thread {thread!r} has no run to cancel")
     # a run that ended (answered, or stopped by a budget) has no next node to resume: a
     # turn with no new message starts, and its first node sees the cancel
-    ended = not app.get_state(config).next
+    ended = not state.next
     return app.invoke({"messages": []} if ended else None, {**config, "configurable": configurable})
 
 

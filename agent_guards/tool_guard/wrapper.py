@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
@@ -54,6 +54,7 @@ from agent_guards.tool_guard.plan import (
 from agent_guards.tool_guard.state_ledger import StateLedger
 
 if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
     from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.store.base import BaseStore
 
@@ -276,10 +277,12 @@ class ToolCallGuard:
         failure: Failure | None,
         executions: int,
         extra: Sequence[GuardDecision] = (),
+        execution: int | None = None,
     ) -> Outcome:
+        """``execution``: the number the ledger gave this execution of the call, if any."""
         decisions = [*plan.decisions, *extra]
         if executions and plan.effect is not None and isinstance(result, ToolMessage):
-            result = record_effect(result, plan.effect)
+            result = record_effect(result, plan.effect, execution)
         route, delay = None, None
         if failure is not None and self.retry is not None:
             try:
@@ -393,7 +396,8 @@ class ToolCallGuard:
             self._ledger_finish(request, result, failure, started, where)
         if self.breaker is not None and self._record(request, failure):
             self.breaker.record(self._store(request), tool, ok=failure is None)
-        return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra)
+        return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra,
+                             execution=_execution(started))  # fmt: skip
 
     async def arun_once(self, request: ToolCallRequest, execute: AExecute, plan: Plan) -> Outcome:
         """Async :meth:`run_once`."""
@@ -427,7 +431,8 @@ class ToolCallGuard:
             await self._aledger_finish(request, result, failure, started, where)
         if self.breaker is not None and self._record(request, failure):
             await self.breaker.arecord(self._store(request), tool, ok=failure is None)
-        return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra)
+        return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra,
+                             execution=_execution(started))  # fmt: skip
 
     def _time_limit(self, request: ToolCallRequest) -> float | None:
         """This execution's time limit in seconds (None: none)."""
@@ -476,6 +481,7 @@ class ToolCallGuard:
                 f"keys=StateKeys(log=..., usage=...) (the same on every guard of the graph), "
                 f"or rename your field"
             )
+        self._require_channels(request)
         unpaired = missing_id(request, messages_key=self.messages_key)
         if unpaired is not None:  # no id: not executed, answered with its position
             return unpaired
@@ -518,6 +524,23 @@ class ToolCallGuard:
                 plan, decisions=(*plan.decisions, granted(request.tool_call, limit, extra, why))
             )
         return plan
+
+    def _require_channels(self, request: ToolCallRequest) -> None:
+        """Raise before anything runs when the graph's state has no channel for the guard's
+        decisions or its tool count: LangGraph would drop them silently, and a tool budget
+        counted there would never be spent."""
+        wanted = [key for key, on in ((self.keys.log, self.log_decisions),
+                                      (self.keys.usage, self.count_usage)) if on]  # fmt: skip
+        config = cast("RunnableConfig", getattr(request.runtime, "config", None) or {})
+        missing = _node.missing_channels(config, wanted)
+        if missing:
+            raise ValueError(
+                f"ToolCallGuard: the graph's state has no {', '.join(map(repr, missing))} "
+                f"channel, so the guard's decisions and tool counts would be dropped (and a "
+                f"tool budget never spent); add GuardState to your state schema (class "
+                f"State(MessagesState, GuardState)), or keys.schema() when the guards use "
+                f"other names, or ToolCallGuard(log_decisions=False, count_usage=False)"
+            )
 
     # the run ledger ----------------------------------------------------------------------
 
@@ -866,10 +889,23 @@ def _command_answer(command: Command[Any], call_id: str) -> ToolMessage | None:
     return None
 
 
-def record_effect(message: ToolMessage, effect: Effect) -> ToolMessage:
-    """Record an executed call's effect on its result, for guards that read only messages."""
-    meta = _ours(message, **{EFFECT_KEY: effect.value})
+def record_effect(
+    message: ToolMessage, effect: Effect, execution: int | None = None
+) -> ToolMessage:
+    """Record an executed call's effect on its result, for guards that read only messages,
+    and which execution of the call it was when the ledger numbered it (``execution``: a
+    call id a model repeats for a later request runs again, as execution 2, 3, ...)."""
+    fields: dict[str, Any] = {EFFECT_KEY: effect.value}
+    if execution is not None:
+        fields["execution"] = execution
+    meta = _ours(message, **fields)
     return message.model_copy(update={"response_metadata": meta})
+
+
+def _execution(started: Any) -> int | None:
+    """The ledger's number of the execution ``started`` (its entry), None without one."""
+    number = started.get("executions") if isinstance(started, Mapping) else None
+    return number if isinstance(number, int) else None
 
 
 def _ours(message: ToolMessage, **fields: Any) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from tests.integration._reference import (
     async_persistence,
     calls_logged,
     graph_for,
+    memory_persistence,
     payment_scenario,
     payment_tools,
     persistence,
@@ -182,6 +183,34 @@ def test_compensations_for_unknown_tools_are_rejected_at_build_time() -> None:
     scenario = payment_scenario()
     with pytest.raises(ValueError, match=r"compensations for unknown tools \['refund'\]"):
         build_graph(scenario.script().model(), payment_tools(), compensations={"refund": Undo()})
+
+
+def test_tools_and_hooks_a_user_may_get_wrong_are_refused_at_build_time() -> None:
+    """Each names the item and the fix: before, a duplicate name let the last tool answer
+    for both, and a hook that is not callable failed only when a cancel needed it."""
+    model, tools = payment_scenario().script().model(), payment_tools()
+    name = tools[0].name
+    impostor = tools[0].model_copy(update={"description": "another tool, same name"})
+    cases: list[tuple[Any, dict[str, Any], type[Exception], str]] = [
+        ([*tools, impostor], {}, ValueError, rf"tool names must be unique, \['{name}'\]"),
+        (tools[0], {}, TypeError, "tools must be a list of LangChain tools"),
+        ([*tools, lambda x: x], {}, TypeError, rf"tools\[{len(tools)}\] is a function.*@tool"),
+        (tools, {"compensations": {name: "undo"}}, TypeError, rf"compensations\['{name}'\]"),
+    ]
+    for given, options, error, message in cases:
+        with pytest.raises(error, match=message):
+            build_graph(model, given, **options)
+
+
+def test_cancel_run_names_a_missing_thread_and_a_thread_that_never_ran() -> None:
+    from agent_guards.graphs.plan_execute import cancel_run
+
+    saver, store = memory_persistence()
+    graph = graph_for(payment_scenario(), saver, store)
+    with pytest.raises(ValueError, match="cancel_run needs the run's thread"):
+        cancel_run(graph, {"configurable": {}})
+    with pytest.raises(ValueError, match="thread 'nobody' has no run to cancel"):
+        cancel_run(graph, {"configurable": {"thread_id": "nobody"}})
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])

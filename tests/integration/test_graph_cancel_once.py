@@ -271,3 +271,47 @@ def test_a_run_stopped_by_its_tool_budget_can_still_be_cancelled(kind: str, tmp_
     assert out["outcome"]["route"] == "cancelled"
     assert out["outcome"]["compensated"] == ["delete draft of step s1"]
     assert again["outcome"]["route"] == "cancelled" and "compensated" not in again["outcome"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_write_run_again_under_the_same_call_id_is_undone_twice(
+    kind: str, tmp_path: Path
+) -> None:
+    """Two answered requests on one thread, each drafting invoice 7, and a model that
+    repeats the call id from one turn to the next: the draft is made twice (a new request
+    runs again), so the cancel undoes it twice. Before, the record of writes was keyed by
+    call id and the second draft stayed."""
+    drafts: list[str] = []
+
+    @tool(response_format="content_and_artifact")
+    def create_draft(invoice: int) -> tuple[str, list[dict[str, Any]]]:
+        """Create a payment draft (a write)."""
+        drafts.append(f"d{len(drafts) + 1}")
+        item = {
+            "id": drafts[-1],
+            "claim_key": "draft",
+            "value": drafts[-1],
+            "source_type": "official",
+        }
+        return f"draft {drafts[-1]}", [item]
+
+    def undo(step: PlanStep) -> str:
+        return f"deleted {drafts.pop()}"
+
+    fixed = {"name": "create_draft", "args": {"invoice": 7}, "id": "call-draft"}
+    script = RoleScript(
+        parse_goal=[json.dumps({"intent": "draft", "dimensions": ["draft"], "constraints": {}})],
+        plan=[json.dumps({"steps": [st("s1", "create_draft", invoice=7)]})],
+        agent={"s1": [lambda _m: AIMessage("", tool_calls=[fixed]), "draft created"]},
+        review=[json.dumps({"action": "finish"})],
+    )
+    with saved(kind, tmp_path) as (checkpointer, store):
+        graph = build_graph(script.model(), [annotate_tool(create_draft)], checkpointer=checkpointer,
+                            store=store, compensations={"create_draft": undo})  # fmt: skip
+        for _ in range(2):
+            done = graph.invoke({"messages": [("user", "draft invoice 7")]}, cfg())
+            assert done["outcome"]["route"] == "answer"
+        assert drafts == ["d1", "d2"]
+        out = cancel_run(graph, cfg(), "the user changed their mind")
+    assert out["outcome"]["compensated"] == ["deleted d2", "deleted d1"]
+    assert drafts == []

@@ -147,3 +147,36 @@ def test_a_read_after_a_write_in_one_plan_supersedes_the_read_before_it() -> Non
     assert out["outcome"]["route"] == "answer"
     assert out["evidence_verdict"].selected_ids == ("acct-read-2",)
     assert "250" in out["messages"][-1].content
+
+
+def test_every_earlier_read_is_superseded_by_the_newest_one() -> None:
+    """balance, deposit, balance, deposit, balance: the third read supersedes both earlier
+    ones. Before, each read superseded the first one only (the plan's steps were walked
+    oldest first), so the middle read stayed in play and the run asked which one was meant."""
+    bank = {"balance": 100, "reads": 0}
+    [balance] = _bank_tools(bank, new_ids=True)
+
+    @tool
+    def deposit(amount: int) -> str:
+        """Deposit money."""
+        bank["balance"] += amount
+        return f"deposited {amount}"
+
+    read = {"description": "read the balance", "tool": "balance", "args": {}}
+    pay = {"description": "deposit 150", "tool": "deposit", "args": {"amount": 150}}
+    steps = [{**spec, "id": f"s{i}"} for i, spec in enumerate([read, pay, read, pay, read], 1)]
+    script = RoleScript(
+        parse_goal=[json.dumps({"intent": "deposit", "dimensions": ["balance"]})],
+        plan=[json.dumps({"steps": steps, "reason": "scripted"})],
+        agent={s["id"]: [tool_call_message(s["tool"], s["args"]), "done"] for s in steps},
+        review=[CONTINUE] * 4 + [FINISH],
+    )
+    app = build_graph(script.model(), [balance, annotate_tool(deposit)],
+                      checkpointer=memory_persistence()[0])  # fmt: skip
+    config = {"configurable": {"thread_id": "t", "agent_guards_now": "2026-06-01T09:00:00Z"}}
+    out = app.invoke({"messages": [("user", "Deposit 150 twice; the balance?")]}, config)
+    assert bank["reads"] == 3 and bank["balance"] == 400
+    assert out["outcome"]["route"] == "answer"
+    assert out["evidence_verdict"].selected_ids == ("acct-read-3",)
+    latest = {e.id: e for e in out["evidence"]}["acct-read-3"]
+    assert set(latest.supersedes) == {"acct-read-1", "acct-read-2"}
