@@ -137,6 +137,7 @@ def runnable(
     *,
     keys: StateKeys | None = None,
     mixin: str | None = None,
+    channels: Sequence[str] = (),
 ) -> RunnableLambda[Any, Any]:
     """A sync+async node/edge built once (a :class:`GuardLambda`, ``func`` and ``afunc``).
 
@@ -145,7 +146,8 @@ def runnable(
     ``keys`` naming the guard channels otherwise, the node reads and writes them there.
     A node that writes decisions names its state ``mixin``: in a graph whose state has no
     decision log it fails on its first run, naming the mixin (LangGraph would drop its
-    writes silently, and a node added with ``add_node`` has no build step to check).
+    writes silently, and a node added with ``add_node`` has no build step to check), and
+    so does one whose state lacks the node's own ``channels`` (its input and its verdict).
     """
 
     async def _afunc(state: Any, config: RunnableConfig) -> Any:
@@ -165,12 +167,14 @@ def runnable(
     if mixin is not None:
         log, inner_run, inner_arun = (keys or DEFAULT_KEYS).log, run, arun
 
+        own = tuple(channels)
+
         def run(state: Any, config: RunnableConfig) -> Any:
-            _require_log(state, config, name, log, mixin)
+            _require_log(state, config, name, log, mixin, channels=own)
             return inner_run(state, config)
 
         async def arun(state: Any, config: RunnableConfig) -> Any:
-            _require_log(state, config, name, log, mixin)
+            _require_log(state, config, name, log, mixin, channels=own)
             return await inner_arun(state, config)
 
     return GuardLambda(run, afunc=arun, name=name)
@@ -179,10 +183,20 @@ def runnable(
 _ABSENT = object()
 
 
-def _require_log(state: Any, config: RunnableConfig, node: str, log: str, mixin: str) -> None:
-    """Raise when a guard node runs in a graph whose state has no ``log`` channel. Its
-    decisions would vanish: a graph with the channel always hands it to the node (its
-    reducer starts it empty). Outside a graph (a node called directly) nothing is checked."""
+def _require_log(
+    state: Any,
+    config: RunnableConfig,
+    node: str,
+    log: str,
+    mixin: str,
+    *,
+    channels: Sequence[str] = (),
+) -> None:
+    """Raise when a guard node runs in a graph whose state has no ``log`` channel, or none
+    of the node's own ``channels``. Its decisions (or its input, its verdict) would vanish:
+    a graph with the log always hands it to the node (its reducer starts it empty); the
+    other channels are asked of the task's reader. Outside a graph (a node called
+    directly) nothing is checked."""
     if _RUNTIME not in (config.get("configurable") or {}) or isinstance(state, list):
         return
     if state_value(state, log, _ABSENT) is _ABSENT:
@@ -192,6 +206,30 @@ def _require_log(state: Any, config: RunnableConfig, node: str, log: str, mixin:
             f"(class State(MessagesState, {mixin})), or give the guards the names your "
             "state uses: keys=StateKeys(log=...)"
         )
+    missing = missing_channels(config, channels)
+    if missing:
+        raise ValueError(
+            f"{node}: the graph's state has no {', '.join(map(repr, missing))} channel, so "
+            f"this node's input or verdict would be dropped; add the {mixin} mixin to your "
+            f"state schema (class State(MessagesState, {mixin})), or name your own channels "
+            "with the node's *_key options"
+        )
+
+
+def missing_channels(config: RunnableConfig, names: Sequence[str]) -> list[str]:
+    """Which of ``names`` the running graph has no channel for. Asked of the task's reader
+    (what LangGraph's ``ChannelRead`` calls: ``read(select, fresh)``), which raises
+    ``KeyError`` for a channel the graph does not have; none when there is no such reader."""
+    read = (config.get("configurable") or {}).get(_READ)
+    if not callable(read):
+        return []
+    missing = []
+    for name in names:
+        try:
+            read([name], False)
+        except KeyError:
+            missing.append(name)
+    return missing
 
 
 class GuardLambda(RunnableLambda[Any, Any]):
@@ -229,6 +267,7 @@ def _unobserved(config: RunnableConfig | None) -> bool:
 
 
 _RUNTIME = "__pregel_runtime"  # LangGraph puts the run's Runtime here for every node
+_READ = "__pregel_read"  # and the reader of the task's channels
 _Node = Callable[[Any, RunnableConfig], Any]
 _ANode = Callable[[Any, RunnableConfig], Awaitable[Any]]
 
@@ -252,18 +291,22 @@ def require_channels(
     mixin: str,
     channels: Sequence[str],
     keys: StateKeys | None = None,
+    *,
+    own: Sequence[str] = (),
 ) -> None:
     """Fail at build time when the graph's state lacks channels a guard reads or writes.
 
     LangGraph drops a node's writes to channels the state does not have, silently: the
     guard's decisions (or plans) would vanish. The message names the mixin to add.
-    ``channels`` use the guards' names; ``keys`` says where the graph keeps them.
+    ``channels`` use the guards' names; ``keys`` says where the graph keeps them. ``own``
+    are the node's own channels (its input, its verdict), under the names it was given:
+    they must exist, whatever their reducer.
     """
     keys = keys or DEFAULT_KEYS
     names = dict(keys.renamed)
     wanted = [names.get(c, c) for c in channels]
     have = dict(getattr(builder, "channels", {}) or {})
-    missing = [c for c in wanted if c not in have]
+    missing = [c for c in (*wanted, *own) if c not in have]
     if missing:
         add = (
             "keys.schema() (the guard channels under your names) to your state schema "
@@ -332,10 +375,20 @@ def require_free_source(builder: Any, helper: str, source: str) -> None:
     )
 
 
-def guarded_tool_node(builder: Any, helper: str, tools: str, keys: StateKeys | None = None) -> None:
+def guarded_tool_node(
+    builder: Any,
+    helper: str,
+    tools: str,
+    keys: StateKeys | None = None,
+    *,
+    required: bool = True,
+    messages_key: str | None = None,
+) -> None:
     """Fail at build time when ``tools`` is a ``ToolNode`` without the guard's wrapper (its
-    failures would escape raw and a retry would re-run nothing), or with a guard that keeps
-    the guard channels under other names than ``keys`` (its decisions would go elsewhere)."""
+    failures would escape raw and a retry would re-run nothing; unless not ``required``),
+    or with a guard that keeps the guard channels under other names than ``keys`` (its
+    decisions would go elsewhere), or reads another messages channel than ``messages_key``
+    (the tool node would find no tool call there)."""
     from langgraph.prebuilt import ToolNode
 
     spec = (getattr(builder, "nodes", {}) or {}).get(tools)
@@ -343,6 +396,8 @@ def guarded_tool_node(builder: Any, helper: str, tools: str, keys: StateKeys | N
     if not isinstance(node, ToolNode):
         return
     guard = _guard_of(getattr(node, "_wrap_tool_call", None))
+    if guard is None and not required:
+        return
     if guard is None:
         raise ValueError(
             f"{helper}: {tools!r} is a ToolNode without ToolCallGuard; build it with "
@@ -352,6 +407,11 @@ def guarded_tool_node(builder: Any, helper: str, tools: str, keys: StateKeys | N
         raise ValueError(
             f"{helper}: {tools!r} keeps the guard channels as {guard.keys!r} and {helper} as "
             f"{keys or DEFAULT_KEYS!r}; pass the same keys= to ToolCallGuard and {helper}"
+        )
+    if messages_key is not None and guard.messages_key != messages_key:
+        raise ValueError(
+            f"{helper}: {tools!r} reads the messages channel {guard.messages_key!r} and "
+            f"{helper} {messages_key!r}; pass the same messages_key= to ToolCallGuard and {helper}"
         )
 
 

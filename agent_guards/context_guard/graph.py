@@ -172,7 +172,8 @@ def create_context_guard(
         messages_key=messages_key,
         tally_key=tally_key,
     )
-    return runnable(name, guard.node, guard.anode, keys=keys, mixin="ContextState")
+    return runnable(name, guard.node, guard.anode, keys=keys, mixin="ContextState",
+                    channels=(messages_key,))  # fmt: skip
 
 
 def context_guard_node(

@@ -305,7 +305,8 @@ def create_evidence_resolve(
     node = _EvidenceNode(
         policy, evidence_key, query_key, output_key, principal_key, use_clock, name, extractor
     )
-    return runnable(name, node.invoke, node.ainvoke, keys=keys, mixin="EvidenceState")
+    return runnable(name, node.invoke, node.ainvoke, keys=keys, mixin="EvidenceState",
+                    channels=(evidence_key, output_key))  # fmt: skip
 
 
 def _latest(log: Any, guard: str) -> tuple[str, str] | None:
@@ -391,7 +392,9 @@ def add_evidence_resolve(
     for label, target in targets.items():
         _key(label, target)
     keys = node_options.get("keys")
-    require_channels(builder, "add_evidence_resolve", "EvidenceState", ("guard_log",), keys)
+    own = (node_options.get("evidence_key", "evidence"), output_key)
+    require_channels(builder, "add_evidence_resolve", "EvidenceState", ("guard_log",), keys,
+                     own=own)  # fmt: skip
     builder.add_node(
         name, create_evidence_resolve(name=name, output_key=output_key, **node_options)
     )

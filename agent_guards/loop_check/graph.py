@@ -353,6 +353,9 @@ def add_loop_check(
         builder, "add_loop_check", "LoopState", ("guard_log", messages_key), keys
     )
     _node.require_free_source(builder, "add_loop_check", source)
+    # a plain ToolNode may come before loop_check; a guarded one must share its channels
+    _node.guarded_tool_node(builder, "add_loop_check", source, keys, required=False,
+                            messages_key=messages_key)  # fmt: skip
     path_map = add_loop_nodes(
         builder,
         continue_to=continue_to,

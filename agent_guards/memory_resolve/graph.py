@@ -254,4 +254,5 @@ def create_memory_resolve(
         consume_facts=consume_facts,
         name=name,
     )
-    return runnable(name, node.invoke, node.ainvoke, keys=keys, mixin="MemoryState")
+    own = (output_key,) if extractor is not None else (facts_key, output_key)
+    return runnable(name, node.invoke, node.ainvoke, keys=keys, mixin="MemoryState", channels=own)

@@ -333,7 +333,7 @@ def create_planner_gate(
 
         return guarded(decide, on_invalid)(state, config)
 
-    return runnable(name, node, keys=keys, mixin="PlanState")
+    return runnable(name, node, keys=keys, mixin="PlanState", channels=(plans_key,))
 
 
 def add_planner_gate(

@@ -320,7 +320,7 @@ def add_retry_router(
         builder, "add_retry_router", "RetryState", ("guard_log", messages_key), keys
     )
     _node.require_free_source(builder, "add_retry_router", source)
-    _node.guarded_tool_node(builder, "add_retry_router", tools, keys)
+    _node.guarded_tool_node(builder, "add_retry_router", tools, keys, messages_key=messages_key)
     builder.add_node(
         "retry_finish",
         create_retry_finish(policy=policy, messages_key=messages_key, keys=keys),

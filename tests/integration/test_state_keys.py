@@ -216,6 +216,8 @@ def test_context_guard_and_memory_resolve_write_the_renamed_log() -> None:
     class ContextUser(UserState):
         context_pins: Any
         context_tally: Any
+        memory_facts: Any  # the memory node's input and verdict: without them it refuses
+        memory_verdict: Any
 
     builder = StateGraph(ContextUser)
     builder.add_node("fit", create_context_guard(1000, keys=KEYS))

@@ -176,3 +176,92 @@ async def test_a_guard_node_on_a_state_without_its_channels_fails_naming_the_mix
                 graph.invoke(run) if mode == "sync" else await graph.ainvoke(run)
         else:
             graph.invoke(run) if mode == "sync" else await graph.ainvoke(run)
+
+
+def _nodes_missing_their_own_channels() -> list[tuple[str, Any, str]]:
+    from agent_guards import (
+        create_context_guard,
+        create_evidence_resolve,
+        create_memory_resolve,
+        create_planner_gate,
+    )
+
+    return [
+        ("EvidenceState", create_evidence_resolve(), "'evidence', 'evidence_verdict'"),
+        ("ContextState", create_context_guard(1000, messages_key="msgs"), "'msgs'"),
+        ("MemoryState", create_memory_resolve(), "'memory_facts', 'memory_verdict'"),
+        ("PlanState", create_planner_gate(), "'plans'"),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("index", range(4))
+async def test_a_guard_node_on_a_state_with_the_log_but_not_its_own_channels_fails(
+    index: int, mode: str
+) -> None:
+    """A state with ``guard_log`` (a loop_check state) but not the node's input and verdict
+    channels: LangGraph would drop them, and the node would decide on nothing (memory: the
+    user's current instruction lost to a stored one)."""
+    from langgraph.graph import END, MessagesState
+    from langgraph.store.memory import InMemoryStore
+
+    from agent_guards import GuardState
+
+    mixin, node, missing = _nodes_missing_their_own_channels()[index]
+    builder = StateGraph(type("S", (MessagesState, GuardState), {}))
+    builder.add_node("guard", node, destinations=(END,))
+    builder.add_edge(START, "guard")
+    graph = builder.compile(store=InMemoryStore())
+    run, config = {"messages": [HumanMessage("hi")]}, {"configurable": {"principal": "ann"}}
+    with pytest.raises(ValueError, match=f"no {missing} channel.*add the {mixin} mixin"):
+        graph.invoke(run, config) if mode == "sync" else await graph.ainvoke(run, config)
+
+
+def test_add_evidence_resolve_refuses_a_state_without_the_evidence_channels() -> None:
+    from langgraph.graph import END
+
+    from agent_guards import EvidenceState, LoopState, add_evidence_resolve
+
+    with pytest.raises(
+        ValueError, match=r"no 'evidence', 'evidence_verdict' channel.*EvidenceState"
+    ):
+        add_evidence_resolve(StateGraph(LoopState), answer=END, clarify=END, abstain=END)
+    add_evidence_resolve(StateGraph(EvidenceState), answer=END, clarify=END, abstain=END)
+
+
+@pytest.mark.parametrize("counted", [True, False])
+def test_a_guarded_tool_node_on_a_state_without_the_guard_channels_fails(counted: bool) -> None:
+    """Its decisions, its tool count and so its tool budget would be dropped silently."""
+    from langgraph.graph import MessagesState
+
+    from agent_guards import Budget
+
+    guard = ToolCallGuard(budget=Budget(max_tool_calls=2))
+    if not counted:  # nothing to keep: it runs
+        guard = ToolCallGuard(log_decisions=False, count_usage=False)
+    graph = StateGraph(MessagesState).add_node("tools", guard.tool_node([search]))
+    app = graph.add_edge(START, "tools").compile()
+    run = {"messages": [tool_call_message("search", {"q": "rates"})]}
+    if counted:
+        with pytest.raises(ValueError, match=r"no 'guard_log', 'usage' channel.*GuardState"):
+            app.invoke(run)
+    else:
+        assert app.invoke(run)["messages"][-1].content == "rates are 4%"
+
+
+def test_loop_check_refuses_a_tool_guard_with_other_keys_or_another_messages_key() -> None:
+    from agent_guards.core import StateKeys
+
+    keys = StateKeys(log="decisions", usage="counts")
+    b = StateGraph(type("S", (RetryState, keys.schema()), {}))
+    b.add_node("model", lambda s: {})
+    b.add_node("tools", ToolCallGuard().tool_node([search]))
+    with pytest.raises(ValueError, match="pass the same keys= to ToolCallGuard and add_loop_check"):
+        add_loop_check(b, "tools", continue_to="model", keys=keys)
+    b = StateGraph(RetryState)
+    b.add_node("model", lambda s: {})
+    b.add_node("tools", ToolCallGuard(messages_key="other").tool_node([search]))
+    with pytest.raises(ValueError, match="pass the same messages_key= to ToolCallGuard"):
+        add_loop_check(b, "tools", continue_to="model")
+    with pytest.raises(ValueError, match="pass the same messages_key= to ToolCallGuard"):
+        add_retry_router(b, "tools", model="model", tools="tools")
