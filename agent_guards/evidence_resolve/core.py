@@ -298,9 +298,16 @@ def _arbitrate(
     claims, inactive = arbiter.split(live)
     if not claims:
         dropped.update({item.id: why for pairs in inactive.values() for item, why in pairs})
-        outcome = Outcome(
-            Verdict.ABSTAIN, "no_usable_evidence", detail="No usable evidence after filtering."
-        )
+        if dropped and set(dropped.values()) == {"other_entity"}:  # the entity asked has none
+            outcome = Outcome(
+                Verdict.ABSTAIN,
+                "no_entity_evidence",
+                detail="No evidence is about the entity asked: every item is about another.",
+            )
+        else:
+            outcome = Outcome(
+                Verdict.ABSTAIN, "no_usable_evidence", detail="No usable evidence after filtering."
+            )
         return _verdict(policy, outcome, dropped, {}, None)
     outcomes = {key: arbiter.claim(key, cands, inactive) for key, cands in sorted(claims.items())}
     for out in outcomes.values():

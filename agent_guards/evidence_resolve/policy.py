@@ -193,10 +193,21 @@ class EvidencePolicy(Policy):
         return check_duration("EvidencePolicy.close_days", self.close_days, unit="days")
 
     def weight(self, source_type: str | None) -> float:
-        """The credibility weight of ``source_type``."""
+        """The credibility weight of ``source_type``, matched as written, else ignoring case
+        and surrounding spaces (``"Official"`` is ``"official"``).
+
+        Example:
+            >>> EvidencePolicy().weight(" Official "), EvidencePolicy().weight("blog")
+            (4.0, 0.0)
+        """
         if source_type is None:
             return float(self.unknown_source_weight)
-        return float(self.source_weights.get(source_type, self.unknown_source_weight))
+        weights = self.source_weights
+        found = weights.get(source_type)
+        if found is None:
+            folded = source_type.strip().casefold()
+            found = next((w for k, w in weights.items() if k.strip().casefold() == folded), None)
+        return float(found if found is not None else self.unknown_source_weight)
 
     def normalize(self, value: Any) -> str:
         """The comparison key of ``value``: the normalizer's, then the alias map's."""

@@ -98,6 +98,9 @@ TABLE: list[tuple[str, list[Evidence], dict[str, Any], str, Any, tuple[str, ...]
     ("a named entity with no evidence of its own abstains",
      [ev("a", "10", entity="Apple Inc.", source_type="official"), ev("u", "3", source_type="official")],
      {"entity": "apple (fruit)"}, "abstain", None, (), (), ("a", "u"), "no_entity_evidence", ()),
+    ("a named entity no item is about abstains: every item is about another",
+     [ev("p9", "99", entity="Pixel 9"), ev("p9p", "129", entity="Pixel 9 Pro")],
+     {"entity": "Pixel 10"}, "abstain", None, (), (), ("p9", "p9p"), "no_entity_evidence", ()),
     ("a named entity when nothing names entities: answered, and said so",
      [ev("u", "3", source_type="official")],
      {"entity": "Apple Inc."}, "answer", "3", ("u",), (), (), "consistent", ("entity_unconfirmed",)),
@@ -116,6 +119,8 @@ TABLE: list[tuple[str, list[Evidence], dict[str, Any], str, Any, tuple[str, ...]
     ("many forum posts are no stronger than one", [ev("f1", "42", source_type="forum"), ev("f2", "42", source_type="forum")], RISKY, "abstain", None, (), (), ("f1", "f2"), "weak_source", ()),
     ("a forum post agreeing with an official source needs no caveat", [ev("f", "42", source_type="forum"), ev("o", "42", source_type="official")], {}, "answer", "42", ("f", "o"), (), (), "consistent", ()),
     ("an internal source answers plainly", [ev("w", "weekly", source_type="internal")], RISKY, "answer", "weekly", ("w",), (), (), "consistent", ()),
+    ("a source type is matched ignoring case and spaces",
+     [ev("p", "50w", source_type=" Official"), ev("f", "200w", source_type="forum")], {}, "answer", "50w", ("p",), ("f",), (), "source_credibility", ()),
     ("the forum outranks an unknown source, and is still weak", [ev("f", "1", source_type="forum"), ev("x", "2")], {}, "answer", "1", ("f",), ("x",), (), "source_credibility", ("weak_source",)),
     ("a source of unknown type is weak too", [ev("x", "2")], {}, "answer", "2", ("x",), (), (), "consistent", ("weak_source",)),
 ]
