@@ -65,6 +65,7 @@ from agent_guards.context_guard.tokens import usage_scale
 from agent_guards.context_guard.verdict import Fitted, decide
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import shown
+from agent_guards.core.signatures import is_guard_message
 
 __all__ = ["fit_context"]
 
@@ -494,6 +495,13 @@ def _tally_on(
     }
 
 
+def _users(message: BaseMessage) -> bool:
+    """A human turn the user wrote (not a summary, not a guard's nudge)."""
+    return (
+        isinstance(message, HumanMessage) and not marker(message) and not is_guard_message(message)
+    )
+
+
 def _select(
     body: Labelled, head: list[BaseMessage], tok: dict[int, int], pin_ids: set[str], b: _Budget
 ) -> tuple[Labelled, Labelled, int]:
@@ -504,7 +512,9 @@ def _select(
     """
     groups = atomic_groups([m for _, m in body])
     gtok = [sum(tok[id(body[i][1])] for i in g) for g in groups]
-    humans = [i for i, (_, m) in enumerate(body) if isinstance(m, HumanMessage) and not marker(m)]
+    # the current question is the user's: a guard's own human turn (a loop nudge, a
+    # summary) never takes its place
+    humans = [i for i, (_, m) in enumerate(body) if _users(m)]
     last_human = humans[-1] if humans and b.pol.pin_last_human else None
     must = {
         gi

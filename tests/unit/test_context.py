@@ -795,3 +795,23 @@ def test_scan_prefilter_never_changes_the_result(parts: list[str]) -> None:
         )
     )
     assert scan_injection(text) == full
+
+
+@pytest.mark.parametrize(
+    "nudge",
+    [
+        HumanMessage("[loop_check] You repeated yourself.", name="loop_check", id="nudge"),
+        HumanMessage("Stop repeating.", id="nudge", response_metadata={"agent_guards": {}}),
+    ],
+    ids=["named", "marked"],
+)
+def test_a_guard_nudge_is_never_taken_for_the_current_question(nudge: HumanMessage) -> None:
+    """A loop nudge is a human turn a guard wrote: the user's question still stays, and the
+    history after it is what gets summarized. Before, the nudge took the question's place
+    and the question was summarized away."""
+    msgs = history(30, size=400)
+    msgs.insert(44, nudge)
+    out = fit_context(msgs, max_tokens=6000, token_counter=chars, policy=EXACT)
+    assert out.reason == "compressed"
+    assert "q" in out.kept_ids and out.messages[0].id == "sys"
+    assert_paired(out.messages, msgs)
