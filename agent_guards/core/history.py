@@ -125,6 +125,9 @@ class Action:
     """User messages between this action and the end of the history (0: the current turn)."""
     failure: str | None = None
     """The failure's shape (kind and message, values masked) when the call failed."""
+    entities: tuple[tuple[str, str], ...] = ()
+    """The entities the call names (its ``id``, ``*_id``, ``*_ids`` arguments): a call
+    about another order brings back news even when its text is the same."""
 
 
 _NO_EFFECTS = ToolEffects()  # immutable: every ScanOptions without effects can share it
@@ -178,15 +181,30 @@ def _as_message(item: Any, index: int) -> BaseMessage:
     )
 
 
-def _scope(args: Any, scope_keys: frozenset[str]) -> tuple[tuple[str, str], ...]:
+def _scope(
+    args: Any,
+    scope_keys: frozenset[str] = frozenset(),
+    ignored: frozenset[str] = frozenset(),
+    *,
+    entities: bool = False,
+) -> tuple[tuple[str, str], ...]:
+    """The call's ``scope_keys`` arguments; with ``entities``, those naming an entity
+    instead (``id``, ``*_id``, ``*_ids``: another order, another user) unless ``ignored``
+    (request ids)."""
     if type(args) is not dict and not isinstance(args, Mapping):
         return ()
-    pairs = [
-        (_key(k), json.dumps(_clean(v, frozenset()), sort_keys=True, default=_json_default))
-        for k, v in args.items()
-        if _key(k) in scope_keys
-    ]
+    pairs = []
+    for k, v in args.items():
+        key = _key(k)
+        wanted = key not in ignored and _names_entity(key) if entities else key in scope_keys
+        if wanted:
+            value = json.dumps(_clean(v, frozenset()), sort_keys=True, default=_json_default)
+            pairs.append((key, value))
     return tuple(sorted(pairs))
+
+
+def _names_entity(key: str) -> bool:
+    return key == "id" or key.endswith(("_id", "_ids"))
 
 
 def _attempts(message: ToolMessage) -> int:
@@ -231,6 +249,7 @@ def _tool_action(
         effect=effect,
         turns_ago=turns_ago,
         failure=None if answer is None else _failure(answer, opts),
+        entities=_scope(args, ignored=opts.ignore_keys, entities=True),
     )
 
 

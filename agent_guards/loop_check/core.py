@@ -175,7 +175,8 @@ def _no_progress(view: View, policy: LoopPolicy) -> Finding | None:
             continue
         if a.signature in seen_sigs:
             continue
-        keys, evidence = seen.setdefault(a.scope, (set(), set()))
+        # another scope (region, period) or another entity (an order id) is progress
+        keys, evidence = seen.setdefault((*a.scope, *a.entities), (set(), set()))
         if a.evidence is not None:
             stale = bool(keys) and a.evidence <= evidence
         else:

@@ -91,7 +91,9 @@ class LoopPolicy(Policy):
     patterns: frozenset[str] = frozenset(PATTERNS)
     """Patterns to detect; drop one to switch it off."""
     scope_keys: frozenset[str] = DEFAULT_SCOPE_KEYS
-    """Argument keys naming a scope (region, period, version): another scope is progress."""
+    """Argument keys naming a scope (region, period, version): another scope is progress.
+    A call about another entity (a key named ``id`` or ending ``_id``/``_ids``, not one of
+    ``ignore_arg_keys``) is never ``no_progress`` either, even when its text is the same."""
     ignore_arg_keys: frozenset[str] = DEFAULT_IGNORED_ARG_KEYS
     """Argument keys left out of call signatures (request ids, timestamps, nonces)."""
     normalizers: tuple[Callable[[str], str], ...] = ()

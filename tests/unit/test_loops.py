@@ -615,6 +615,21 @@ def test_law_another_scope_is_progress(regions: list[str], result: str) -> None:
     assert detect_loop(history).verdict is Verdict.CONTINUE
 
 
+@pytest.mark.parametrize("key", ["order_id", "id", "customer_ids", "Order-Id"])
+def test_another_entity_is_progress_even_with_the_same_result(key: str) -> None:
+    """A healthy batch over entities (get_order for 22 orders, each "shipped"): a key
+    naming an entity is a scope. Before, it was stopped as no_progress at the third."""
+    history = turns(*[("get_order", {key: i}, LONG) for i in range(22)])
+    assert detect_loop(history, effects={"get_order": "read"}).verdict is Verdict.CONTINUE
+    same = turns(*[("get_order", {"status": "open"}, LONG) for _ in range(3)])  # a loop still
+    assert detect_loop(same, effects={"get_order": "read"}).verdict is not Verdict.CONTINUE
+
+
+def test_a_request_id_is_no_entity_the_same_call_with_a_fresh_one_repeats() -> None:
+    history = turns(*[("get_order", {"order_id": 7, "request_id": i}, LONG) for i in range(3)])
+    assert detect_loop(history).reason == "repeated_call"
+
+
 def test_patterns_are_documented() -> None:
     assert set(PATTERNS) == {
         "repeated_call",
