@@ -61,6 +61,11 @@ def _may_repeat_a_write(failure: Failure, effect: Effect | str | None) -> bool:
     return kind in (Effect.WRITE, Effect.UNKNOWN) and failure.may_have_run
 
 
+def _declared_write(effect: Effect | str | None) -> bool:
+    """The tool is declared a write (an undeclared one keeps the replan its failure has)."""
+    return effect is not None and Effect(effect) is Effect.WRITE
+
+
 def _retry(
     failure: Failure, policy: RetryRouterPolicy, attempts: int, key: str, effect: Any
 ) -> tuple[RetryRoute, str, float | None]:
@@ -141,6 +146,10 @@ def decide_failure(
         route, reason, delay = _retry(failure, policy, attempts, f"{call_id}:{signature}", effect)
     elif route == "repair" and failure.kind is FailureKind.INVALID_ARGS:
         route, reason = _repair(policy, same, prior, tool, reason)
+    elif route == "replan" and failure.may_have_run and _declared_write(effect):
+        # a write that failed for no known reason may have done its work: a new plan could
+        # do it again, so it is checked first, as a timeout is
+        route, reason = policy.on_unknown_outcome, "outcome_unknown"
     elif route == "replan" and attempts >= policy.backoff.max_attempts:
         # the model keeps re-issuing a call that keeps failing: replanning is not working
         route, reason = policy.on_retry_exhausted, "same_failure_repeated"

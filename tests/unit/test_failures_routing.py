@@ -485,3 +485,25 @@ def test_retry_budget_config_errors(kwargs: dict[str, Any], error: str) -> None:
     with pytest.raises(ValueError) as info:
         RetryBudget(**kwargs)
     assert error in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("effect", "route", "reason"),
+    [
+        ("write", "clarify", "outcome_unknown"),
+        (None, "replan", "unknown"),
+        ("read", "replan", "unknown"),
+    ],
+)
+def test_a_declared_write_failing_for_no_known_reason_is_not_replanned_blindly(
+    effect: str | None, route: str, reason: str
+) -> None:
+    """A transfer that debits, then raises RuntimeError: it may have done its work, so a
+    new plan could do it twice. It is checked first, as a timed-out write is; a read, or a
+    tool that declares nothing, keeps the replan."""
+    from agent_guards.retry_router import decide_failure, describe_failure
+
+    failure = describe_failure(RuntimeError("boom"))
+    decision = decide_failure(failure, call_id="c1", tool="transfer", signature="transfer:{}",
+                              effect=effect)  # fmt: skip
+    assert (decision.data["route"], decision.reason) == (route, reason)
