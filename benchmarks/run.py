@@ -150,6 +150,18 @@ HEADLINES = (
         "<= 1.15",
     ),
     (
+        "run ledger per tool call, InMemoryStore, async graph (ainvoke)",
+        "ledger",
+        "run ledger per tool call, InMemoryStore, async graph",
+        "<= 1.15",
+    ),
+    (
+        "run ledger per tool call, AsyncSqliteStore, async graph (ainvoke)",
+        "ledger",
+        "run ledger per tool call, AsyncSqliteStore",
+        "<= 1.15",
+    ),
+    (
         "budgeted tool call, thread with 5,000 / 50 executions",
         "ledger",
         "budgeted tool call, thread with",
