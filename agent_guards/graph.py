@@ -18,10 +18,11 @@ from typing import Any, TypeVar, cast
 from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tracers.context import _tracing_v2_is_enabled
+from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END
 from langgraph.store.base import BaseStore
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from agent_guards.core.clock import now_from_config, step_from_config
 from agent_guards.core.decision import GuardDecision, Verdict
@@ -216,6 +217,26 @@ def _require_log(
         )
 
 
+def ask_human(value: Any) -> Any:
+    """LangGraph's ``interrupt(value)``, refused in a run with no checkpointer: the pause
+    could never be resumed (LangGraph returns it as ``__interrupt__`` all the same, and the
+    ``Command(resume=...)`` then fails). Under ``langgraph dev`` or the Agent Server the
+    server's checkpointer is the run's, so nothing is refused there."""
+    try:
+        config = get_config()
+    except RuntimeError:  # not in a runnable context: LangGraph's own error follows
+        config = {}
+    configurable = config.get("configurable") or {}
+    if _RUNTIME in configurable and configurable.get(_CHECKPOINTER) is None:
+        asks = value.get("type") if isinstance(value, Mapping) else None
+        raise ValueError(
+            f"a guard asked a human ({asks or 'a pause'}) in a graph with no checkpointer, so "
+            "the run could never be resumed: compile it with a checkpointer "
+            "(checkpointer=InMemorySaver(), SqliteSaver or PostgresSaver)"
+        )
+    return interrupt(value)
+
+
 def missing_channels(config: RunnableConfig, names: Sequence[str]) -> list[str]:
     """Which of ``names`` the running graph has no channel for. Asked of the task's reader
     (what LangGraph's ``ChannelRead`` calls: ``read(select, fresh)``), which raises
@@ -268,6 +289,7 @@ def _unobserved(config: RunnableConfig | None) -> bool:
 
 _RUNTIME = "__pregel_runtime"  # LangGraph puts the run's Runtime here for every node
 _READ = "__pregel_read"  # and the reader of the task's channels
+_CHECKPOINTER = "__pregel_checkpointer"  # and the run's checkpointer (None without one)
 _Node = Callable[[Any, RunnableConfig], Any]
 _ANode = Callable[[Any, RunnableConfig], Awaitable[Any]]
 
@@ -325,6 +347,19 @@ def require_channels(
             f"field of your own?): each write would replace the guards' earlier ones; take it "
             f"from {mixin} (GuardState's reducers), or keep yours and give the guards other "
             f"names: keys=StateKeys(log=..., usage=...) on every guard of the graph"
+        )
+
+
+def require_messages(builder: Any, helper: str, key: str) -> None:
+    """Fail at build time when the state has no ``key`` channel for the messages: no mixin
+    adds it, the fix is the key."""
+    have = getattr(builder, "channels", {}) or {}
+    if key not in have:
+        keys = sorted(k for k in have if "message" in k)
+        raise ValueError(
+            f"{helper}: the graph's state has no {key!r} channel for the messages; pass "
+            f"messages_key= the channel your state keeps them in (MessagesState: 'messages'"
+            f"{'; yours: ' + ', '.join(map(repr, keys)) if keys else ''})"
         )
 
 

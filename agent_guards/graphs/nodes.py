@@ -19,7 +19,7 @@ from langgraph.config import get_store
 from langgraph.errors import NodeError
 from langgraph.graph import END
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
 from agent_guards import GuardDecision, PlanStep, PlanVersion, Verdict
 from agent_guards.budget import StopReason, step_overdue
@@ -33,7 +33,7 @@ from agent_guards.core.texts import Texts
 from agent_guards.evidence_resolve import evidence_from_messages
 from agent_guards.evidence_resolve.boundary import identities_of
 from agent_guards.evidence_resolve.messages import superseding
-from agent_guards.graph import stamp
+from agent_guards.graph import ask_human, stamp
 from agent_guards.planner_gate import (
     Goal,
     PlanTrigger,
@@ -622,7 +622,7 @@ class Nodes:
 
     def escalate(self, state: PlanExecuteState) -> dict[str, Any]:
         outcome = dict(_outcome_of(state))
-        answer = interrupt(
+        answer = ask_human(
             {"type": "escalation", "reason": outcome.get("reason"), "question": outcome.get("text")}
         )
         outcome["human"] = answer

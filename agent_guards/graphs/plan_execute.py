@@ -104,6 +104,7 @@ def build_graph(
     another (see :func:`_durable`); without one, whoever brings the checkpointer (the
     Agent Server, a parent graph) chooses.
     """
+    _check_parts(model, store)
     pol, tool_names = _checked(policies, tools, compensations)
     pol = _worded(pol)
     if pol.guards:
@@ -183,6 +184,26 @@ def _worded(pol: Policies) -> Policies:
     loop = pol.loop if pol.loop.texts is not TEXTS_EN else replace(pol.loop, texts=pol.texts)
     retry = pol.retry if pol.retry.texts is not TEXTS_EN else replace(pol.retry, texts=pol.texts)
     return replace(pol, loop=loop, retry=retry)
+
+
+def _check_parts(model: Any, store: Any) -> None:
+    """Refuse a model that is no chat model and a store that is no ``BaseStore`` (they
+    failed later, at the first model call or the first ledger write, with an AttributeError)."""
+    if not callable(getattr(model, "bind_tools", None)):
+        hint = (
+            f": for a provider string, pass init_chat_model({model!r}) "
+            "(from langchain.chat_models import init_chat_model)"
+            if isinstance(model, str)
+            else ""
+        )
+        raise TypeError(f"model must be a LangChain chat model, got {type(model).__name__}{hint}")
+    from langgraph.store.base import BaseStore
+
+    if store is not None and not isinstance(store, BaseStore):
+        raise TypeError(
+            f"store must be a LangGraph BaseStore (InMemoryStore, SqliteStore, PostgresStore) "
+            f"or None, got {type(store).__name__}"
+        )
 
 
 def _checked(

@@ -52,7 +52,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, Verdict
@@ -278,7 +278,7 @@ def create_loop_escalate(
 
     def escalate(state: Any, config: RunnableConfig) -> Command[str]:
         decision = _decide(state, config, policy, messages_key)
-        answer = interrupt(
+        answer = _node.ask_human(
             {
                 "guard": GUARD,
                 "decision": decision.to_dict(),
@@ -349,9 +349,8 @@ def add_loop_check(
         raise ValueError(f"add_loop_check source must be a node name, got {source!r}")
     if not isinstance(continue_to, str) or not continue_to:
         raise ValueError(f"add_loop_check continue_to must be a node name, got {continue_to!r}")
-    _node.require_channels(
-        builder, "add_loop_check", "LoopState", ("guard_log", messages_key), keys
-    )
+    _node.require_channels(builder, "add_loop_check", "LoopState", ("guard_log",), keys)
+    _node.require_messages(builder, "add_loop_check", messages_key)
     _node.require_free_source(builder, "add_loop_check", source)
     # a plain ToolNode may come before loop_check; a guarded one must share its channels
     _node.guarded_tool_node(builder, "add_loop_check", source, keys, required=False,

@@ -11,7 +11,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
@@ -111,7 +111,7 @@ class LoopGuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         return {"messages": [*pending, final], "guard_log": [decision], "jump_to": "end"}
 
     def _escalate(self, decision: GuardDecision, state: Any) -> dict[str, Any] | None:
-        answer = interrupt(
+        answer = _node.ask_human(
             {
                 "guard": "loop_check",
                 "decision": decision.to_dict(),

@@ -16,13 +16,14 @@ from typing import Annotated, Any, get_args
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.constants import END
 from langgraph.graph import StateGraph
-from langgraph.types import Command, Overwrite, interrupt
+from langgraph.types import Command, Overwrite
 
 from agent_guards.core.decision import GuardDecision, PlannerRoute, Verdict
 from agent_guards.core.errors import InvalidInputError, check_choice
 from agent_guards.core.state import GuardState, StateKeys, add_count
 from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.graph import (
+    ask_human,
     guarded,
     invalid_input,
     require_channels,
@@ -428,4 +429,4 @@ def request_approval(
         "risk": step.risk.value,
         "question": question or approval_question(step, texts),
     }
-    return Approval.from_resume(interrupt(payload), step_id=step.id)
+    return Approval.from_resume(ask_human(payload), step_id=step.id)

@@ -47,7 +47,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from langgraph.prebuilt import ToolNode
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
@@ -462,7 +462,7 @@ def _escalate(
     decision: GuardDecision, messages: list[Any], texts: Texts | None = None
 ) -> dict[str, Any]:
     """Ask a human (``interrupt``): ``"stop"`` ends the run, anything else lets the call run."""
-    answer = interrupt(
+    answer = _node.ask_human(
         {
             "guard": "loop_check",
             "decision": decision.to_dict(),

@@ -316,9 +316,8 @@ def add_retry_router(
     for name, value in (("source", source), ("model", model), ("tools", tools)):
         if not isinstance(value, str) or not value:
             raise ValueError(f"add_retry_router {name} must be a node name, got {value!r}")
-    _node.require_channels(
-        builder, "add_retry_router", "RetryState", ("guard_log", messages_key), keys
-    )
+    _node.require_channels(builder, "add_retry_router", "RetryState", ("guard_log",), keys)
+    _node.require_messages(builder, "add_retry_router", messages_key)
     _node.require_free_source(builder, "add_retry_router", source)
     _node.guarded_tool_node(builder, "add_retry_router", tools, keys, messages_key=messages_key)
     builder.add_node(

@@ -34,8 +34,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from langgraph.types import interrupt
-
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
 from agent_guards.tool_guard.claims import aclaim, aoverwrite, claim, count, items, overwrite
@@ -251,7 +249,9 @@ class RunLedger:
         when it did, None when it did not."""
         if self.reconcile is not None:
             return self.reconcile(entry)
-        answer = interrupt(
+        from agent_guards.graph import ask_human  # the graph helpers import the tool guard
+
+        answer = ask_human(
             {
                 "type": "unknown_write_outcome",
                 "call_id": entry.get("call_id"),

@@ -200,6 +200,12 @@ def test_tools_and_hooks_a_user_may_get_wrong_are_refused_at_build_time() -> Non
     for given, options, error, message in cases:
         with pytest.raises(error, match=message):
             build_graph(model, given, **options)
+    with pytest.raises(
+        TypeError, match=r"chat model, got str: .*init_chat_model\('openai:gpt-4o'\)"
+    ):
+        build_graph("openai:gpt-4o", tools)
+    with pytest.raises(TypeError, match=r"store must be a LangGraph BaseStore.*got dict"):
+        build_graph(model, tools, store={})
 
 
 def test_cancel_run_names_a_missing_thread_and_a_thread_that_never_ran() -> None:
@@ -459,3 +465,12 @@ def test_a_cancel_undoes_a_write_no_plan_step_lists(kept: str, tmp_path: Path) -
     said = [ids for _, reason, ids in _said(done["guard_log"], "cancel")]
     assert sorted(said) == [("hold-1",), ("s1",)]
     assert said == [(s.id,) for s in undo.undone]  # each undo recorded, in the order it ran
+
+
+def test_an_approval_in_a_graph_without_a_checkpointer_fails_naming_the_fix() -> None:
+    """The payment step's approval: without a checkpointer LangGraph returned the pause as
+    __interrupt__ and the resume then failed; now the run says what to add."""
+    scenario = payment_scenario()
+    graph = graph_for(scenario, None, None)
+    with pytest.raises(ValueError, match="no checkpointer, so the run could never be resumed"):
+        graph.invoke({"messages": [("user", scenario.message)]}, scenario_config(scenario, "t"))

@@ -45,6 +45,16 @@ def _bank_tools(bank: dict[str, Any], *, new_ids: bool) -> list[BaseTool]:
     return [balance]
 
 
+def _deposit(bank: dict[str, Any]) -> BaseTool:
+    @tool
+    def deposit(amount: int) -> str:
+        """Deposit money (a declared write)."""
+        bank["balance"] += amount
+        return f"deposited {amount}"
+
+    return annotate_tool(deposit)
+
+
 def _balance_script() -> RoleScript:
     step = {"id": "s1", "description": "read the balance", "tool": "balance", "args": {}}
     return RoleScript(
@@ -115,13 +125,6 @@ def test_a_read_after_a_write_in_one_plan_supersedes_the_read_before_it() -> Non
     deposit. Before, the two reads (an id per retrieval) were a conflict on the balance."""
     bank = {"balance": 100, "reads": 0}
     [balance] = _bank_tools(bank, new_ids=True)
-
-    @tool
-    def deposit(amount: int) -> str:
-        """Deposit money."""
-        bank["balance"] += amount
-        return f"deposited {amount}"
-
     steps = [
         {"id": "s1", "description": "read the balance", "tool": "balance", "args": {}},
         {"id": "s2", "description": "deposit 150", "tool": "deposit", "args": {"amount": 150},
@@ -139,7 +142,7 @@ def test_a_read_after_a_write_in_one_plan_supersedes_the_read_before_it() -> Non
         },
         review=[CONTINUE, CONTINUE, FINISH],
     )
-    app = build_graph(script.model(), [balance, annotate_tool(deposit)],
+    app = build_graph(script.model(), [balance, _deposit(bank)],
                       checkpointer=memory_persistence()[0])  # fmt: skip
     config = {"configurable": {"thread_id": "t", "agent_guards_now": "2026-06-01T09:00:00Z"}}
     out = app.invoke({"messages": [("user", "Deposit 150 and tell me the balance.")]}, config)
@@ -155,13 +158,6 @@ def test_every_earlier_read_is_superseded_by_the_newest_one() -> None:
     oldest first), so the middle read stayed in play and the run asked which one was meant."""
     bank = {"balance": 100, "reads": 0}
     [balance] = _bank_tools(bank, new_ids=True)
-
-    @tool
-    def deposit(amount: int) -> str:
-        """Deposit money."""
-        bank["balance"] += amount
-        return f"deposited {amount}"
-
     read = {"description": "read the balance", "tool": "balance", "args": {}}
     pay = {"description": "deposit 150", "tool": "deposit", "args": {"amount": 150}}
     steps = [{**spec, "id": f"s{i}"} for i, spec in enumerate([read, pay, read, pay, read], 1)]
@@ -171,7 +167,7 @@ def test_every_earlier_read_is_superseded_by_the_newest_one() -> None:
         agent={s["id"]: [tool_call_message(s["tool"], s["args"]), "done"] for s in steps},
         review=[CONTINUE] * 4 + [FINISH],
     )
-    app = build_graph(script.model(), [balance, annotate_tool(deposit)],
+    app = build_graph(script.model(), [balance, _deposit(bank)],
                       checkpointer=memory_persistence()[0])  # fmt: skip
     config = {"configurable": {"thread_id": "t", "agent_guards_now": "2026-06-01T09:00:00Z"}}
     out = app.invoke({"messages": [("user", "Deposit 150 twice; the balance?")]}, config)

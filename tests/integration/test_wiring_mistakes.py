@@ -265,3 +265,18 @@ def test_loop_check_refuses_a_tool_guard_with_other_keys_or_another_messages_key
         add_loop_check(b, "tools", continue_to="model")
     with pytest.raises(ValueError, match="pass the same messages_key= to ToolCallGuard"):
         add_retry_router(b, "tools", model="model", tools="tools")
+
+
+def test_a_messages_key_the_state_does_not_have_names_the_key_not_a_mixin() -> None:
+    """No mixin adds a messages channel: the fix is the key."""
+    for add in (
+        lambda b: add_loop_check(b, "tools", continue_to="model", messages_key="msgs"),
+        lambda b: add_retry_router(b, "tools", model="model", tools="tools", messages_key="msgs"),
+    ):
+        b = StateGraph(RetryState)
+        b.add_node("model", lambda s: {})
+        b.add_node("tools", lambda s: {})
+        with pytest.raises(
+            ValueError, match=r"no 'msgs' channel for the messages; pass messages_key="
+        ):
+            add(b)
