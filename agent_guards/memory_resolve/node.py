@@ -58,6 +58,12 @@ def fact_record(fact: Any, *, now: datetime, scope: str | None, field: str) -> M
             text = json.dumps([safe_str(part) for part in seed])
         digest = hashlib.sha1(text.encode()).hexdigest()[:16]
         data["id"] = f"turn-{digest}"
+        try:
+            return coerce_record(data)
+        except InvalidInputError as err:  # named by its position, not an id it never had
+            if err.item != data["id"]:
+                raise
+            raise InvalidInputError(err.problem, field=err.field) from None
     return coerce_record(data)
 
 

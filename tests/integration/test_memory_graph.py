@@ -365,3 +365,19 @@ def test_a_rejected_turn_still_leaves_a_verdict_to_read() -> None:
     out = graph.invoke(state, cfg("t-bad"))
     assert out["memory_verdict"].decision.reason == "invalid_input"
     assert format_memories(out["memory_verdict"]) == ""
+
+
+def test_a_malformed_fact_without_an_id_is_named_by_its_position() -> None:
+    """A fact has no id of its own: the error names memory_facts[1], not the id the node
+    made for it, and nothing is injected."""
+    from agent_guards import MemoryState, create_memory_resolve
+
+    graph = StateGraph(MemoryState).add_node("m", create_memory_resolve()).add_edge(START, "m")
+    facts = [{"key": "lang", "value": "fr"}, {"value": "markdown"}]
+    out = graph.compile(store=InMemoryStore()).invoke(
+        {"memory_facts": facts}, {"configurable": {"principal": "ann"}}
+    )
+    decision = out["guard_log"][-1]
+    assert decision.reason == "invalid_input"
+    assert decision.detail == "item 'memory_facts[1]' field 'key': missing required key 'key'"
+    assert out["memory_verdict"].inject == ()
