@@ -171,11 +171,11 @@ def runnable(
         own = tuple(channels)
 
         def run(state: Any, config: RunnableConfig) -> Any:
-            _require_log(state, config, name, log, mixin, channels=own)
+            _require_state(state, config, name, log, mixin, channels=own)
             return inner_run(state, config)
 
         async def arun(state: Any, config: RunnableConfig) -> Any:
-            _require_log(state, config, name, log, mixin, channels=own)
+            _require_state(state, config, name, log, mixin, channels=own)
             return await inner_arun(state, config)
 
     return GuardLambda(run, afunc=arun, name=name)
@@ -184,7 +184,7 @@ def runnable(
 _ABSENT = object()
 
 
-def _require_log(
+def _require_state(
     state: Any,
     config: RunnableConfig,
     node: str,
@@ -193,8 +193,8 @@ def _require_log(
     *,
     channels: Sequence[str] = (),
 ) -> None:
-    """Raise when a guard node runs in a graph whose state has no ``log`` channel, or none
-    of the node's own ``channels``. Its decisions (or its input, its verdict) would vanish:
+    """Raise when a guard node runs in a graph whose state has no ``log`` channel, or lacks
+    one of the node's own ``channels``. Its decisions (or its input, its verdict) would vanish:
     a graph with the log always hands it to the node (its reducer starts it empty); the
     other channels are asked of the task's reader. Outside a graph (a node called
     directly) nothing is checked."""

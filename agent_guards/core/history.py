@@ -20,7 +20,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -181,30 +181,29 @@ def _as_message(item: Any, index: int) -> BaseMessage:
     )
 
 
-def _scope(
-    args: Any,
-    scope_keys: frozenset[str] = frozenset(),
-    ignored: frozenset[str] = frozenset(),
-    *,
-    entities: bool = False,
-) -> tuple[tuple[str, str], ...]:
-    """The call's ``scope_keys`` arguments; with ``entities``, those naming an entity
-    instead (``id``, ``*_id``, ``*_ids``: another order, another user) unless ``ignored``
-    (request ids)."""
+def _scope(args: Any, scope_keys: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    """The call's ``scope_keys`` arguments (region, period, version)."""
+    return _arguments(args, lambda key: key in scope_keys)
+
+
+def _entities(args: Any, ignored: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    """The call's arguments naming an entity (``id``, ``*_id``, ``*_ids``: another order,
+    another user), unless ``ignored`` (request ids)."""
+    return _arguments(
+        args, lambda key: key not in ignored and (key == "id" or key.endswith(("_id", "_ids")))
+    )
+
+
+def _arguments(args: Any, wanted: Callable[[str], bool]) -> tuple[tuple[str, str], ...]:
+    """The ``wanted`` arguments as sorted (key, canonical JSON value) pairs."""
     if type(args) is not dict and not isinstance(args, Mapping):
         return ()
-    pairs = []
-    for k, v in args.items():
-        key = _key(k)
-        wanted = key not in ignored and _names_entity(key) if entities else key in scope_keys
-        if wanted:
-            value = json.dumps(_clean(v, frozenset()), sort_keys=True, default=_json_default)
-            pairs.append((key, value))
+    pairs = [
+        (key, json.dumps(_clean(v, frozenset()), sort_keys=True, default=_json_default))
+        for k, v in args.items()
+        if wanted(key := _key(k))
+    ]
     return tuple(sorted(pairs))
-
-
-def _names_entity(key: str) -> bool:
-    return key == "id" or key.endswith(("_id", "_ids"))
 
 
 def _attempts(message: ToolMessage) -> int:
@@ -249,7 +248,7 @@ def _tool_action(
         effect=effect,
         turns_ago=turns_ago,
         failure=None if answer is None else _failure(answer, opts),
-        entities=_scope(args, ignored=opts.ignore_keys, entities=True),
+        entities=_entities(args, opts.ignore_keys),
     )
 
 

@@ -35,8 +35,10 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
+from langgraph.store.base import BaseStore
 
 from agent_guards import (
     PlanStep,
@@ -197,8 +199,6 @@ def _check_parts(model: Any, store: Any) -> None:
             else ""
         )
         raise TypeError(f"model must be a LangChain chat model, got {type(model).__name__}{hint}")
-    from langgraph.store.base import BaseStore
-
     if store is not None and not isinstance(store, BaseStore):
         raise TypeError(
             f"store must be a LangGraph BaseStore (InMemoryStore, SqliteStore, PostgresStore) "
@@ -218,8 +218,6 @@ def _checked(
             f"tools must be a list of LangChain tools, got {type(tools).__name__}: "
             "build_graph(model, [my_tool, ...])"
         )
-    from langchain_core.tools import BaseTool
-
     plain = [i for i, t in enumerate(tools) if not isinstance(t, BaseTool)]
     if plain:
         raise TypeError(

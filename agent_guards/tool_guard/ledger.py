@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
+from agent_guards.graph import ask_human
 from agent_guards.tool_guard.claims import aclaim, aoverwrite, claim, count, items, overwrite
 
 if TYPE_CHECKING:
@@ -249,8 +250,6 @@ class RunLedger:
         when it did, None when it did not."""
         if self.reconcile is not None:
             return self.reconcile(entry)
-        from agent_guards.graph import ask_human  # the graph helpers import the tool guard
-
         answer = ask_human(
             {
                 "type": "unknown_write_outcome",
