@@ -221,24 +221,26 @@ def ran_writes(
             and "cancelled" not in meta
             and (not meta.get("reused_from") or meta.get("ledger"))  # its own run, recorded
         ):  # fmt: skip
-            number = meta.get("execution")
-            key = execution_key(m.tool_call_id, number if isinstance(number, int) else None)
+            key = execution_key(m.tool_call_id, meta.get("execution"))
             ran[key] = {"call_id": m.tool_call_id, "tool": m.name,
                         "args": dict(args.get(m.tool_call_id) or {}),
                         "at": time.time(), "seq": seq + len(ran)}  # fmt: skip
     return ran
 
 
-def execution_key(call_id: str, execution: int | None) -> str:
+def execution_key(call_id: str, execution: object) -> str:
     """The name of one execution of a call in the thread's record of writes: its call id,
     and the execution's number from the second on (a model may repeat a call id for a
-    later request, and the call then runs again: each run is a write to undo).
+    later request, and the call then runs again: each run is a write to undo). Anything
+    but an int (no number recorded) names the first.
 
     Example:
         >>> execution_key("c1", None), execution_key("c1", 1), execution_key("c1", 2)
         ('c1', 'c1', 'c1#2')
     """
-    return call_id if execution is None or execution <= 1 else f"{call_id}#{execution}"
+    if not isinstance(execution, int) or execution <= 1:
+        return call_id
+    return f"{call_id}#{execution}"
 
 
 def merge_writes(
@@ -278,8 +280,7 @@ def to_undo(
         if e.get("tool") in undo and isinstance(e.get("args"), Mapping):
             found = {"call_id": str(e["call_id"]), "tool": str(e["tool"]),
                      "args": dict(e["args"]), "at": float(e.get("started_at", 0))}  # fmt: skip
-            number = e.get("executions")
-            key = execution_key(str(e["call_id"]), number if isinstance(number, int) else None)
+            key = execution_key(str(e["call_id"]), e.get("executions"))
             runs[key] = {**runs.get(key, {}), **found}
     pending = [k for k, r in runs.items() if r.get("tool") in undo and not r.get("compensated")]
     pending.sort(key=lambda k: (float(runs[k].get("at", 0)), int(runs[k].get("seq", 0))),
