@@ -362,12 +362,25 @@ def add_planner_gate(
     given = options.get("destinations") or {}
     # a route you did not name goes to its default node: that node must exist (LangGraph
     # would only say "unknown node" when compiling); the ones you named may come later
-    require_nodes(builder, "add_planner_gate", {r: n for r, n in dest.items() if r not in given})
+    if "replan" not in given and "execute" in given:
+        _require_replan_node(builder, dest["execute"])
+    defaults = {r: n for r, n in dest.items() if r not in given and r != "replan"}
+    require_nodes(builder, "add_planner_gate", defaults)
     labels: dict[str, list[str]] = {}
     for route, target in dest.items():
         labels.setdefault(target, []).append(route)
     builder.add_node(name, node, destinations={k: "/".join(v) for k, v in labels.items()})
     return builder
+
+
+def _require_replan_node(builder: StateGraph[Any, Any, Any, Any], node: str) -> None:
+    # replan follows the execute route unless named, so the node must exist already
+    if node != END and node not in builder.nodes:
+        raise ValueError(
+            f"add_planner_gate: destinations['execute']={node!r} is not a node of the graph, "
+            f"and replan follows it by default; fix the name, add the node {node!r} first, "
+            "or name destinations['replan'] too"
+        )
 
 
 def approval_question(step: PlanStep, texts: Texts | None = None) -> str:

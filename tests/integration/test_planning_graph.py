@@ -464,3 +464,15 @@ def test_add_planner_gate_with_a_default_route_to_a_missing_node_names_the_optio
     builder.add_node("ask", lambda s: {})
     builder.add_edge(START, "planner_gate")
     assert "planner_gate" in builder.compile().get_graph().nodes
+
+
+def test_add_planner_gate_with_a_misspelt_execute_node_names_that_route() -> None:
+    builder = StateGraph(State)
+    builder.add_node("executor", lambda s: {})
+    # replan follows execute unless named, so the misspelt execute node is what to fix
+    with pytest.raises(ValueError, match=r"destinations\['execute'\]='exector' is not a node"):
+        add_planner_gate(builder, destinations={"execute": "exector", "clarify": END,
+                                                "escalate": END})  # fmt: skip
+    add_planner_gate(builder, destinations={"execute": "executor", "clarify": END,
+                                            "escalate": END})  # fmt: skip
+    assert "planner_gate" in builder.nodes
