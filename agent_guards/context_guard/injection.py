@@ -112,8 +112,25 @@ _DEFAULTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"|<</?SYS>>|</?(?:system|assistant|developer)>"
         r"|^[ \t]*#{1,6}[ \t]*(?:system|assistant|developer|instruction)[ \t]*(?::|$)"
         r"|^[ \t]*(?:new[ \t]+)?system[ \t]+(?:prompt|message|override|instruction)s?[ \t]*:"
-        r"|\bsystem override\b",
+        r"|\bsystem override\b"
+        # a line the system or developer opens to order the model ("SYSTEM: you must now ..."),
+        # not a notice to a person ("System: you must restart the router")
+        r"|^[ \t]*(?:system|developer)(?:[ \t]+(?:note|message|notice|prompt|instruction))?"
+        r"[ \t]*:[ \t]*(?:you[ \t]+(?:must|will|shall|should|are|have to|need to)[ \t]+"
+        r"(?:now|no longer|only|always|never|ignore|disregard|obey|comply|answer|reply|respond)\b"
+        r"|(?:the[ \t]+)?(?:assistant|model|ai|agent)[ \t]+(?:must|will|shall|should|is now|"
+        r"has to|needs to)\b)",
         ("<|", "inst]", "sys>>", "system", "assistant", "developer", "instruction"),
+    ),
+    (
+        # the same in Chinese: a new system prompt, or a system line ordering "you" (你) about;
+        # a notice ("系统提示：密码错误", "system notice: wrong password") names no 你
+        "role_header",
+        r"新的?系统(?:提示词?|消息|指令|设定)[:：]"
+        r"|^[ \t]*(?:系统(?:提示|消息|通知|指令)?[:：]|【系统】|\[系统\])[ \t]*你(?:现在|只能|"
+        r"今后|从现在|不再|始终|一律|必须(?:批准|同意|忽略|无视|执行|回答|回复|把|将|转账|发送|"
+        r"透露|泄露))",
+        ("系统",),
     ),
     (
         # a scripted conversation: a Human/User turn and an Assistant turn, each opening a line
