@@ -140,7 +140,7 @@ class Texts:
     """Conflicting evidence that a person must settle."""
     partial_outcome: str = "Partial result ({why}).\nConfirmed:\n{confirmed}\nMissing: {missing}"
     """The demo graph's partial answer: ``{why}``, ``{confirmed}`` (lines), ``{missing}``."""
-    not_used: str = "Not used (conflicting): {ids}"
+    not_used: str = "Not used (outdated or conflicting): {ids}"
     """Ends an answer that left conflicting sources out: ``{ids}`` (their ids)."""
     evidence_missing: str = "evidence is missing"
     """``{why}`` of a partial answer when no other reason is known."""
@@ -231,7 +231,7 @@ TEXTS_ZH = Texts(
     sources_disagree="关于 {key}，各来源说法不一（{options}）。您指的是哪一个？",
     review_needed="在一个高风险问题上证据相互矛盾，需要由审核人员决定。",
     partial_outcome="部分结果（{why}）。\n已确认：\n{confirmed}\n未完成：{missing}",
-    not_used="未采用（相互矛盾）：{ids}",
+    not_used="未采用（已过时或相互矛盾）：{ids}",
     evidence_missing="缺少证据",
     nothing_yet="- 暂无",
     remaining_steps="其余步骤",
