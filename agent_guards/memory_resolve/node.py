@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, cast
 from langchain_core.runnables import RunnableConfig
 
 from agent_guards.core.clock import now_from_config
-from agent_guards.core.decision import Verdict
+from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import named, shown, to_identities
 from agent_guards.core.signatures import safe_str
@@ -148,6 +148,8 @@ class MemoryNode:
         decision = verdict.decision
         if self.name != GUARD:
             decision = replace(decision, guard=self.name)
+        if ctx.namespace is None:
+            decision = self._unread(decision, ctx)
         decision = stamp(decision, config)
         update: dict[str, Any] = {
             self.output_key: replace(verdict, decision=decision),
@@ -157,6 +159,21 @@ class MemoryNode:
             update[self.facts_key] = []
         writes = verdict.writes if ctx.namespace is not None else ()
         return writes, update
+
+    def _unread(self, decision: GuardDecision, ctx: _Context) -> GuardDecision:
+        """Say in the decision why long-term memory was neither read nor written: a run
+        without a store, or one whose config names no principal to keep it under."""
+        if ctx.store is None:
+            code = "no_store"
+            why = "the run has no store: compile the graph with store=..., or pass store="
+        else:
+            code = "no_principal"
+            why = (
+                f"the config has no configurable[{self.principal_key!r}]: set it, or pass "
+                "principal_key= naming your key, e.g. 'user_id'"
+            )
+        detail = f"{decision.detail} Long-term memory not read nor written; {why}."
+        return replace(decision, detail=detail.strip(), data={**decision.data, "long_term": code})
 
     def _rejected(self, err: InvalidInputError, config: RunnableConfig) -> dict[str, Any]:
         decision = stamp(invalid_input(self.name, err, policy=self.policy.label), config)

@@ -381,3 +381,34 @@ def test_a_malformed_fact_without_an_id_is_named_by_its_position() -> None:
     assert decision.reason == "invalid_input"
     assert decision.detail == "item 'memory_facts[1]' field 'key': missing required key 'key'"
     assert out["memory_verdict"].inject == ()
+
+
+@pytest.mark.parametrize(
+    ("store", "configurable", "code", "fix"),
+    [
+        (None, {"principal": ALICE}, "no_store", "compile the graph with store="),
+        (InMemoryStore(), {"user_id": ALICE}, "no_principal", "principal_key="),
+    ],
+)
+def test_a_run_that_cannot_reach_long_term_memory_says_why_and_names_the_fix(
+    store: BaseStore | None, configurable: dict[str, Any], code: str, fix: str
+) -> None:
+    """Without a store, or with one but no principal to keep memories under, nothing is read
+    and the explicit instruction is not kept: the decision says so instead of "no memory"."""
+    graph = build().compile(store=store)
+    fact = {"key": "report_format", "value": "markdown", "source": "user_explicit",
+            "persist": True}  # fmt: skip
+    config = {"configurable": {"thread_id": "t", "agent_guards_now": NOW, **configurable}}
+    out = graph.invoke({"messages": [HumanMessage("hi")], "memory_facts": [fact]}, config)
+    decision = out["memory_verdict"].decision
+    assert decision.data["long_term"] == code and fix in decision.detail
+    assert out["memory_verdict"].facts == {"report_format": "markdown"}  # this turn still wins
+    if store is not None:
+        assert store.search(("memories",)) == []  # nothing written under no principal
+    # with both, the store is used and the decision carries no such note
+    both = (
+        build()
+        .compile(store=InMemoryStore())
+        .invoke({"messages": [HumanMessage("hi")], "memory_facts": [fact]}, cfg("t2"))
+    )
+    assert "long_term" not in both["memory_verdict"].decision.data
