@@ -37,6 +37,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.store.base import BaseStore
 
@@ -265,7 +266,33 @@ def _durable(compiled: Any) -> Any:
     config = dict(compiled.config or {})
     config["configurable"] = {**(config.get("configurable") or {}), _DURABILITY: "sync"}
     compiled.config = config
+    compiled.__class__ = _ThreadedGraph  # copies (Pregel.copy) keep the class
     return compiled
+
+
+class _ThreadedGraph(CompiledStateGraph):  # type: ignore[type-arg]
+    """The reference graph on a checkpointer: a run names its thread.
+
+    LangGraph refuses a checkpointed run without a ``configurable``; the graph's own
+    configurable (the durability above) turns that check off, and a run without a
+    ``thread_id`` would fail inside the checkpointer with a bare ``KeyError``.
+    """
+
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        _require_thread(config)
+        return super().stream(input, config, **kwargs)
+
+    def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        _require_thread(config)
+        return super().astream(input, config, **kwargs)
+
+
+def _require_thread(config: RunnableConfig | None) -> None:
+    if not ((config or {}).get("configurable") or {}).get("thread_id"):
+        raise ValueError(
+            "this graph has a checkpointer, so a run needs config['configurable']['thread_id']:"
+            " pass run_config(policies, thread_id=...)"
+        )
 
 
 def _add_tools(

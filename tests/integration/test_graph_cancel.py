@@ -220,6 +220,26 @@ def test_cancel_run_names_a_missing_thread_and_a_thread_that_never_ran() -> None
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_run_without_a_thread_is_refused_naming_it(kind: str, tmp_path: Path) -> None:
+    """The graph's own configurable (its durability) turns off LangGraph's check, and the
+    checkpointer failed with a bare KeyError; sync and async runs, and copies, name the fix."""
+    import asyncio
+
+    scenario = payment_scenario()
+    with persistence(kind, tmp_path) as (saver, store):
+        graph = graph_for(scenario, saver, store)
+        state = {"messages": [("user", scenario.message)]}
+        for given in (None, {"configurable": {"principal": "ops"}}):
+            with pytest.raises(ValueError, match=r"needs config\['configurable'\]\['thread_id'\]"):
+                graph.invoke(state, given)
+        with pytest.raises(ValueError, match="thread_id"):
+            asyncio.run(graph.ainvoke(state))
+        with pytest.raises(ValueError, match="thread_id"):
+            graph.with_config(tags=["copy"]).invoke(state)
+        assert graph.get_state({"configurable": {"thread_id": "t"}}).values == {}  # nothing ran
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_a_high_risk_conflict_escalates_to_a_reviewer(kind: str, tmp_path: Path) -> None:
     """respond -> escalate interrupts; the reviewer's answer is recorded on resume."""
     with persistence(kind, tmp_path) as (saver, store):
