@@ -235,6 +235,14 @@ def _call_ids(snaps: dict[str, Any], end: str, start: str) -> list[str]:
     return list(ids)
 
 
+def _ran_without_store(values: Mapping[str, Any]) -> bool:
+    """A run ledger kept in state, or a context_guard with no archive: no store had the run."""
+    log = values.get("guard_log") or []
+    return bool(values.get("run_ledger")) or any(
+        d.data.get("archive_available") is False for d in log
+    )
+
+
 def _writes_after(at: Mapping[str, Any], end: Mapping[str, Any]) -> list[str]:
     """The completed writes the state's run ledger holds at ``end`` and not at ``at``
     (``tool (call id)``): what a replay from ``at`` runs again when no store knows them."""
@@ -275,6 +283,9 @@ def replay_main(args: argparse.Namespace) -> int:
             raise SystemExit(f"no checkpoint {args.checkpoint!r} in thread {args.thread!r}")
         snaps, children = _history(graph, args.thread)
         end = _original_end(snaps, children, args.checkpoint)
+        if store is not None and _ran_without_store(snaps[end].values if end in snaps else {}):
+            # replayed on a store it never had, its decisions would differ by that alone
+            graph = _graph_for(args, checkpointer, None)
         original = snaps[end].values.get("guard_log") or [] if end in snaps else []
         old_ids = _call_ids(snaps, end, args.checkpoint)
         rerun = _writes_after(snapshot.values, snaps[end].values if end in snaps else {})

@@ -293,3 +293,46 @@ def test_a_replay_that_would_pay_again_is_refused_unless_asked(
         main(argv)
     assert main([*argv, "--run-writes"]) == 0
     assert "identical to the original run" in capsys.readouterr().out
+
+
+REFERENCE_PAYMENT_MODULE = """
+from agent_guards.graphs.plan_execute import build_graph
+from tests.integration._reference import payment_scenario
+
+S = payment_scenario()
+graph = build_graph(S.script().model(), S.tools(), policies=S.policies)
+"""
+
+
+def test_a_replay_of_a_thread_that_ran_without_a_store_runs_without_one(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reference graph ran without a store (its ledger in state, context_guard without
+    an archive). The CLI replays it without the store it opens for other threads: on one,
+    every context_guard decision differed by ``archive_available`` alone."""
+    from langgraph.types import Command
+
+    from agent_guards.cli import main
+    from agent_guards.graphs.demo import load_graph
+    from agent_guards.graphs.scenarios import scenario_config
+    from agent_guards.persistence import open_persistence
+    from tests.integration._reference import payment_scenario
+
+    path = tmp_path / "reference_payment.py"
+    path.write_text(REFERENCE_PAYMENT_MODULE)
+    spec, db = f"{path}:graph", str(tmp_path / "runs.sqlite")
+    scenario = payment_scenario()
+    config = scenario_config(scenario, "t1")
+    with open_persistence(db) as (saver, _store):
+        graph = load_graph(spec, saver, None)
+        graph.invoke({"messages": [("user", scenario.message)]}, config)
+        out = graph.invoke(Command(resume=True), config)  # approve the payment
+        assert out["outcome"]["route"] == "answer"
+        history = list(graph.get_state_history(config))  # newest first
+    # the last checkpoint before the payment ran: one ledger entry (the lookup), not two
+    before = next(s for s in history if len(s.values.get("run_ledger") or {}) == 1)
+    checkpoint = before.config["configurable"]["checkpoint_id"]
+    argv = ["replay", "t1", "--db", db, "--graph", spec, "--checkpoint", checkpoint]
+    assert main([*argv, "--run-writes"]) == 0
+    printed = capsys.readouterr().out
+    assert "identical to the original run" in printed and "context_guard" in printed
