@@ -450,6 +450,26 @@ def guarded_tool_node(
         )
 
 
+def serve_retries_in_place(node: Any) -> None:
+    """Have a guarded ``ToolNode`` serve its ``retry`` routes in the call.
+
+    For a graph with no edge that takes a ``retry`` route back to the tools (no
+    :func:`~agent_guards.add_retry_router`): there a transient failure would reach the
+    model as final. The node's guard is swapped for one with ``retry_in_place=True`` (a
+    ToolNode binds its wrapper when built, so the node itself is updated). Anything else
+    is left alone.
+    """
+    from langgraph.prebuilt import ToolNode
+
+    if not isinstance(node, ToolNode):
+        return
+    guard = _guard_of(getattr(node, "_wrap_tool_call", None))
+    if guard is None or guard.retry is None or guard.retry_in_place:
+        return
+    served = dataclasses.replace(guard, retry_in_place=True)
+    node._wrap_tool_call, node._awrap_tool_call = served, served.awrap
+
+
 def _guard_of(wrapper: Any) -> Any:
     """The ToolCallGuard behind a ToolNode's ``wrap_tool_call``, or None."""
     from agent_guards.tool_guard.wrapper import ToolCallGuard

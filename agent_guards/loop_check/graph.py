@@ -355,6 +355,8 @@ def add_loop_check(
     # a plain ToolNode may come before loop_check; a guarded one must share its channels
     _node.guarded_tool_node(builder, "add_loop_check", source, keys, required=False,
                             messages_key=messages_key)  # fmt: skip
+    # no retry edge here to serve a retry route: the guarded tool node serves it itself
+    _node.serve_retries_in_place(getattr(builder.nodes.get(source), "runnable", None))
     path_map = add_loop_nodes(
         builder,
         continue_to=continue_to,

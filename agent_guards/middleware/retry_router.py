@@ -21,8 +21,7 @@ from agent_guards.retry_router.classify import describe_failure
 from agent_guards.retry_router.core import retryable, route_failures
 from agent_guards.retry_router.graph import finish_messages
 from agent_guards.retry_router.policy import RetryRouterPolicy
-from agent_guards.tool_guard.plan import Plan
-from agent_guards.tool_guard.wrapper import Outcome, ToolCallGuard
+from agent_guards.tool_guard.wrapper import ToolCallGuard
 
 __all__ = ["RetryRouterMiddleware", "model_retry_middleware"]
 
@@ -84,41 +83,16 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
             count_usage=count_usage,
         )
 
-    @staticmethod
-    def _next(plan: Plan, out: Outcome) -> Plan:
-        """The plan of the next attempt: same call, same effect (a read stays a read)."""
-        return replace(plan, kind="retry", attempt=plan.attempt + 1, delay=out.delay or 0.0,
-                       decisions=(), recorded=None)  # fmt: skip
-
-    @staticmethod
-    def _merge(total: list[GuardDecision], count: int, out: Outcome) -> Outcome:
-        return replace(out, decisions=(*total, *out.decisions), executions=count + out.executions)
-
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Execute with classification; retry TRANSIENT / EMPTY_ERROR in place with backoff."""
         plan = replace(self._guard.plan(request), kind="execute")
-        decisions: list[GuardDecision] = []
-        count = 0
-        while True:
-            out = self._guard.run_once(request, handler, plan)
-            if out.route != "retry":
-                return self._guard.finish(request, self._merge(decisions, count, out))
-            decisions.extend(out.decisions)
-            count += out.executions
-            plan = self._next(plan, out)
+        return self._guard.finish(request, self._guard.run_retrying(request, handler, plan))
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Async :meth:`wrap_tool_call`."""
         plan = replace(self._guard.plan(request), kind="execute")
-        decisions: list[GuardDecision] = []
-        count = 0
-        while True:
-            out = await self._guard.arun_once(request, handler, plan)
-            if out.route != "retry":
-                return self._guard.finish(request, self._merge(decisions, count, out))
-            decisions.extend(out.decisions)
-            count += out.executions
-            plan = self._next(plan, out)
+        out = await self._guard.arun_retrying(request, handler, plan)
+        return self._guard.finish(request, out)
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: GuardAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:

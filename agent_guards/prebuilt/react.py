@@ -5,8 +5,8 @@ node records decisions, but nothing stops the run (``tools`` always goes back to
 model) and, without the guard channels in the state, the decisions are dropped. The
 route below uses the agent's own extension points:
 
-* ``tools``: a guarded ``ToolNode`` (reuse of identical reads, classified failures,
-  handoff tools always executed);
+* ``tools``: a guarded ``ToolNode`` (reuse of identical reads, classified failures
+  retried in the call with their backoff, handoff tools always executed);
 * ``pre_model_hook``: one nudge when the agent starts repeating itself;
 * ``post_model_hook``: stop before the next tool call runs, on a loop stop, a refusal
   (or clarify / abstain / fallback) or a handoff that repeats without progress; pending
@@ -187,6 +187,7 @@ def _tool_node(
                 "react_agent_hooks got a ToolNode without ToolCallGuard: pass the list of "
                 "tools instead (the hooks build the guarded ToolNode)"
             )
+        _node.serve_retries_in_place(tools)  # the agent has no retry edge
         names = handoff_names(tools.tools_by_name.values(), extra)
         if names and not isinstance(wrapper, _HandoffAware):
             raise ValueError(
@@ -210,7 +211,7 @@ def _build_guard(guard: ToolCallGuard | None, loop: Any, retry: Any) -> ToolCall
             kw["loop"] = LoopPolicy.coerce(loop) if loop is not None else None
         if retry is not _UNSET:
             kw["retry"] = RetryRouterPolicy.coerce(retry) if retry is not None else None
-        return ToolCallGuard(**kw)
+        return ToolCallGuard(retry_in_place=True, **kw)
     if not isinstance(guard, ToolCallGuard):
         raise TypeError(f"guard must be a ToolCallGuard, got {type(guard).__name__}")
     if loop is not _UNSET or retry is not _UNSET:
@@ -218,7 +219,8 @@ def _build_guard(guard: ToolCallGuard | None, loop: Any, retry: Any) -> ToolCall
             "pass either guard=ToolCallGuard(loop=..., retry=...) or loop=/retry=, not both: "
             "the hooks use the guard's policies"
         )
-    return guard
+    # the agent's tools always go back to the model: a retry is served in the tool call
+    return replace(guard, retry_in_place=True)
 
 
 def react_agent_hooks(
@@ -234,7 +236,8 @@ def react_agent_hooks(
     """The guarded ``tools``, hooks and state for ``create_react_agent``.
 
     Args:
-        tools: The tools (or a ``ToolNode`` built by ``ToolCallGuard().tool_node``).
+        tools: The tools (or a ``ToolNode`` built by ``ToolCallGuard().tool_node``; its
+            guard is set to retry in place: the agent has no retry edge).
         loop: loop_check policy (default :class:`LoopPolicy`; None turns loop_check off).
         retry: retry_router policy (default :class:`RetryRouterPolicy`; None: off).
         guard: A configured :class:`ToolCallGuard` (budget, ledger, breaker) instead of

@@ -144,6 +144,12 @@ class ToolCallGuard:
     effects: ToolEffects | None = None
     """The tools' effect classes for a guard without a loop policy (``loop=None``, as in
     ``RetryRouterMiddleware``); with one, they are ``loop.effects`` and this stays None."""
+    retry_in_place: bool = False
+    """Serve a ``retry`` route inside the tool call, after its backoff, instead of leaving
+    it to the graph's retry edge (:func:`~agent_guards.add_retry_router`, where each
+    attempt is a checkpointed super-step). For graphs without that edge:
+    ``create_react_agent`` (the react hooks set it), ``add_loop_check`` alone, your own
+    tools loop."""
 
     def __post_init__(self) -> None:
         for name, kind in (
@@ -769,12 +775,40 @@ class ToolCallGuard:
         outcome = _outcome(result, failure, call_id)
         await self.ledger.afinish(*where, call_id, started=started, **outcome)
 
+    def run_retrying(self, request: ToolCallRequest, execute: Execute, plan: Plan) -> Outcome:
+        """:meth:`run_once`, again after each backoff for as long as the route is ``retry``:
+        one outcome with every attempt's decisions and executions."""
+        decisions: list[GuardDecision] = []
+        count = 0
+        while True:
+            out = self.run_once(request, execute, plan)
+            if out.route != "retry":
+                return _merged(decisions, count, out)
+            decisions.extend(out.decisions)
+            count += out.executions
+            plan = _next_attempt(plan, out)
+
+    async def arun_retrying(
+        self, request: ToolCallRequest, execute: AExecute, plan: Plan
+    ) -> Outcome:
+        """Async :meth:`run_retrying`."""
+        decisions: list[GuardDecision] = []
+        count = 0
+        while True:
+            out = await self.arun_once(request, execute, plan)
+            if out.route != "retry":
+                return _merged(decisions, count, out)
+            decisions.extend(out.decisions)
+            count += out.executions
+            plan = _next_attempt(plan, out)
+
     def __call__(self, request: ToolCallRequest, execute: Execute) -> Any:
         """Sync ``wrap_tool_call``."""
         plan = self.plan(request)
         if plan.kind == "skip":
             return Command(update={})
-        return self.finish(request, self.run_once(request, execute, plan))
+        run = self.run_retrying if self.retry_in_place else self.run_once
+        return self.finish(request, run(request, execute, plan))
 
     async def awrap(self, request: ToolCallRequest, execute: AExecute) -> Any:
         """Async ``awrap_tool_call`` (same decisions as the sync path)."""
@@ -786,7 +820,18 @@ class ToolCallGuard:
         plan = await self._off_loop(self.plan, request) if reads else self.plan(request)
         if plan.kind == "skip":
             return Command(update={})
-        return self.finish(request, await self.arun_once(request, execute, plan))
+        run = self.arun_retrying if self.retry_in_place else self.arun_once
+        return self.finish(request, await run(request, execute, plan))
+
+
+def _next_attempt(plan: Plan, out: Outcome) -> Plan:
+    """The plan of the next attempt in place: same call, same effect (a read stays a read)."""
+    return replace(plan, kind="retry", attempt=plan.attempt + 1, delay=out.delay or 0.0,
+                   decisions=(), recorded=None)  # fmt: skip
+
+
+def _merged(decisions: list[GuardDecision], count: int, out: Outcome) -> Outcome:
+    return replace(out, decisions=(*decisions, *out.decisions), executions=count + out.executions)
 
 
 _ON_LOOP: ContextVar[bool] = ContextVar("agent_guards_ledger_on_loop", default=False)

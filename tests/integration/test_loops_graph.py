@@ -448,3 +448,38 @@ def test_the_escalation_question_is_worded_from_the_policys_texts() -> None:
     out = app.invoke({"messages": calls}, {"configurable": {"thread_id": "zh"}})
     question = out["__interrupt__"][0].value["question"]
     assert question == TEXTS_ZH.render("stuck_question", detail="x") and "search" not in question
+
+
+def test_add_loop_check_alone_retries_a_transient_failure_in_the_tool_call() -> None:
+    """No retry edge serves a ``retry`` route here, so before, a 429 reached the model as
+    final. add_loop_check has the guarded node retry in the call."""
+    from agent_guards.retry_router import Backoff, RetryRouterPolicy, TransientToolError
+
+    calls: list[str] = []
+
+    @tool
+    def quote(symbol: str) -> str:
+        """Quote a symbol."""
+        calls.append(symbol)
+        if len(calls) <= 2:
+            raise TransientToolError("503 Service Unavailable")
+        return f"{symbol} is at 42"
+
+    waited: list[float] = []
+    policy = RetryRouterPolicy(backoff=Backoff(max_attempts=3, base_delay=0.5, jitter="none"))
+    node = ToolCallGuard(retry=policy, sleep=waited.append).tool_node(
+        [annotate_tool(quote, read_only=True)]
+    )
+    model = ScriptedChatModel(script=[tool_call_message("quote", {"symbol": "ACME"}), "42."])
+    builder = StateGraph(LoopState)
+    builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    builder.add_node("tools", node)
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    add_loop_check(builder, "tools", continue_to="model")
+    out = builder.compile().invoke({"messages": [HumanMessage("ACME?")]})
+    assert calls == ["ACME"] * 3 and waited == [0.5, 1.0]
+    assert [m.content for m in out["messages"] if isinstance(m, ToolMessage)] == ["ACME is at 42"]
+    assert [d.verdict.value for d in out["guard_log"]] == ["retry", "retry"]
+    assert len(model.calls) == 2 and out["messages"][-1].content == "42."
+    assert node._wrap_tool_call.retry_in_place is True

@@ -18,6 +18,7 @@ from langgraph.types import Command
 
 from agent_guards import LoopPolicy, ToolCallGuard
 from agent_guards.prebuilt import GuardedReactState, guarded_react_agent, react_agent_hooks
+from agent_guards.retry_router import Backoff, RetryRouterPolicy, TransientToolError
 from agent_guards.testing import ScriptedChatModel, tool_call_message
 from agent_guards.tool_guard import annotate_tool
 
@@ -178,6 +179,53 @@ def test_a_plain_tool_node_is_rejected_with_the_fix() -> None:
         react_agent_hooks(ToolNode([_search_tool([])]))
 
 
-def test_a_guarded_tool_node_is_accepted() -> None:
+def test_a_guarded_tool_node_is_accepted_and_made_to_retry_in_place() -> None:
     node = ToolCallGuard().tool_node([_search_tool([])])
     assert react_agent_hooks(node).tools is node
+    # the agent has no retry edge: the node serves its retries in the call
+    assert node._wrap_tool_call.retry_in_place is True
+    plain = ToolCallGuard(retry=None).tool_node([_search_tool([])])
+    assert react_agent_hooks(plain).tools is plain and plain._wrap_tool_call.retry_in_place is False
+
+
+def _flaky_tool(calls: list[str], failures: int) -> Any:
+    @tool
+    def quote(symbol: str) -> str:
+        """Quote a symbol."""
+        calls.append(symbol)
+        if len(calls) <= failures:
+            raise TransientToolError("429 Too Many Requests")
+        return f"{symbol} is at 42"
+
+    return annotate_tool(quote, read_only=True)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("given", ["policy", "guard"])
+async def test_a_transient_failure_is_retried_in_the_tool_call(mode: str, given: str) -> None:
+    """Before, a 429 reached the model as final: the agent's tools always go back to the
+    model, and no edge served the retry route. Now the tool call retries with its backoff."""
+    calls: list[str] = []
+    waited: list[float] = []
+
+    async def asleep(delay: float) -> None:
+        waited.append(delay)
+
+    policy = RetryRouterPolicy(backoff=Backoff(max_attempts=3, base_delay=0.05, jitter="none"))
+    guard = ToolCallGuard(retry=policy, sleep=waited.append, asleep=asleep)
+    model = ScriptedChatModel(script=[tool_call_message("quote", {"symbol": "ACME"}), "42."])
+    tools = [_flaky_tool(calls, failures=2)]
+    hooks = react_agent_hooks(tools, guard=guard) if given == "guard" else None
+    if hooks is not None:
+        agent = create_react_agent(model, **hooks.kwargs())
+    else:
+        agent = guarded_react_agent(model, tools, retry=policy)
+    out = await _run(agent, {"messages": [HumanMessage("ACME?")]}, mode)
+    assert calls == ["ACME"] * 3 and out["messages"][-1].content == "42."
+    tool_messages = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert [m.content for m in tool_messages] == ["ACME is at 42"]  # one answer per call
+    retries = [d for d in out["guard_log"] if d.verdict.value == "retry"]
+    assert len(retries) == 2 and out["usage"]["tool_calls"] == 3
+    if given == "guard":
+        assert waited == [0.05, 0.1]
+    assert len(model.calls) == 2  # the model never saw the failures
