@@ -19,6 +19,7 @@ from agent_guards.memory_resolve.model import DEFAULT_SOURCE_RANKS, MEMORY_SOURC
 __all__ = ["DEFAULT_AUTHORITY_KEYS", "MemoryPolicy"]
 
 _WORD = re.compile(r"[^0-9a-z]+")
+_CAMEL = re.compile(r"(?<=[0-9a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 DEFAULT_AUTHORITY_KEYS: frozenset[str] = frozenset(
     {
@@ -112,10 +113,14 @@ class MemoryPolicy(Policy):
         >>> p = MemoryPolicy()
         >>> p.is_authority("user_role"), p.is_authority("Account.Permissions")
         (True, True)
+        >>> p.is_authority("isAdmin"), p.is_authority("userRole"), p.is_authority("ACLEntry")
+        (True, True, True)
         >>> p.is_authority("lang"), p.is_authority("report_format")
         (False, False)
         """
         folded = key.casefold()
+        # camelCase words are words too: isAdmin is "is admin", not "isadmin"
+        words = _WORD.split(_CAMEL.sub("_", key).casefold())
         return folded in self.authority_keys or any(
-            word in self.authority_keys for word in _WORD.split(folded) if word
+            word in self.authority_keys for word in words if word
         )

@@ -165,3 +165,18 @@ def test_authority_keys_are_a_policy() -> None:
     assert [r.value for r in v.inject] == ["admin"]
     with pytest.raises(ValueError, match="authority_keys"):
         MemoryPolicy(authority_keys="role")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("key", ["isAdmin", "userRole", "accessLevel", "IsAdmin", "ACLEntry"])
+def test_a_camel_case_authority_key_is_not_set_by_the_user(key: str) -> None:
+    tool = rec("tool", key, "viewer", "tool")
+    v = resolve_memory([tool, rec("said", key, "admin", "user_explicit")], now=NOW, scopes=[U])
+    assert v.facts == {key: "viewer"}
+    assert v.excluded == {"said": "unentitled:authority"}
+
+
+@pytest.mark.parametrize("key", ["language", "reportFormat", "timeZone", "accessibilityMode"])
+def test_a_camel_case_key_without_an_authority_word_is_the_users(key: str) -> None:
+    tool = rec("tool", key, "old", "tool")
+    v = resolve_memory([tool, rec("said", key, "new", "user_explicit")], now=NOW, scopes=[U])
+    assert v.facts == {key: "new"}
