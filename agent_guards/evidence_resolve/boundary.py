@@ -25,11 +25,13 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agent_guards.evidence_resolve.model import Evidence
+from agent_guards.evidence_resolve.policy import fold_typography, normalize_value
 
 __all__ = ["ACL_KEYS", "Withheld", "acl_of", "may_see", "withhold"]
 
@@ -39,6 +41,15 @@ ACL_KEYS: tuple[str, ...] = ("allowed", "allowed_principals", "acl")
 # A value shorter than this is too common to scrub lines by ("1", "no"); ids and texts are not.
 _MIN_VALUE_CHARS = 3
 _NOTICE = "[withheld: {n} item(s) the caller may not see]"
+_SPACE = re.compile(r"\s+")
+_THOUSANDS = re.compile(r"(?<=\d)[,_' \u2019\u00a0\u202f](?=\d{3}(?!\d))")
+
+
+def _form(text: str) -> str:
+    """How text is compared with what names a withheld item: case, spacing, typography and
+    thousands separators do not matter, as in the resolver ("1,250,000" names 1250000,
+    "D27" names d27)."""
+    return _THOUSANDS.sub("", _SPACE.sub(" ", fold_typography(text)).casefold())
 
 
 def acl_of(raw: Any) -> Any:
@@ -94,8 +105,12 @@ def withhold(content: Any, artifact: Any, identities: frozenset[str]) -> Withhel
     The artifact is a list of evidence dicts, ``Evidence`` or ``Document``s, or a mapping
     with such a list under ``"evidence"``; anything else is returned unchanged. Content
     (a string or a list of content blocks) loses every line naming a withheld item's id,
-    text or value (values under three characters excepted); content that still names one
-    after that is replaced by a notice.
+    text or value (values under three characters excepted), in any case, spacing or
+    thousands separators; content that still names one after that is replaced by a notice.
+
+    >>> artifact = [{"id": "x9", "claim_key": "pay", "value": 1250000, "allowed": ["hr"]}]
+    >>> withhold("team: 80,000\\nX9 executive pay: 1,250,000", artifact, frozenset()).content
+    'team: 80,000'
     """
     items = artifact.get("evidence") if isinstance(artifact, Mapping) else artifact
     if not isinstance(items, (list, tuple)):
@@ -133,9 +148,11 @@ def _secrets(raw: Any) -> Iterable[str]:
             continue
         text = str(value).strip()
         if name == "text":
-            yield from (line.strip() for line in text.splitlines() if line.strip())
-        elif len(text) >= (_MIN_VALUE_CHARS if name != "id" else 1):
-            yield text
+            yield from (_form(line).strip() for line in text.splitlines() if line.strip())
+        elif name == "id" and text:
+            yield _form(text)
+        elif len(text) >= _MIN_VALUE_CHARS:
+            yield normalize_value(value)  # one spelling per value, numbers canonical
 
 
 def _scrub(content: Any, secrets: Sequence[str], removed: int) -> Any:
@@ -157,9 +174,9 @@ def _scrub_block(block: Any, secrets: Sequence[str], removed: int) -> Any:
 
 
 def _scrub_text(text: str, secrets: Sequence[str], removed: int) -> str:
-    lines = [line for line in text.splitlines() if not any(s in line for s in secrets)]
+    lines = [line for line in text.splitlines() if not any(s in _form(line) for s in secrets)]
     out = "\n".join(lines)
-    if any(s in out for s in secrets):  # a secret spanning lines: say nothing at all
+    if any(s in _form(out) for s in secrets):  # a secret spanning lines: say nothing at all
         return _NOTICE.format(n=removed)
     return out
 

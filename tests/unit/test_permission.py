@@ -360,3 +360,27 @@ def test_node_records_a_malformed_acl_by_position_without_the_id() -> None:
     assert decision.data["field"] == "allowed" and decision.data["item"] == "#1"
     text = repr(decision) + json.dumps(decision.to_dict(), default=str)
     assert "sec-9" not in text and "30w" not in text and "legal only" not in text
+
+
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        (1250000, "executive pay: 1,250,000 (HR only)"),
+        ("1,250,000", "executive pay: 1250000"),
+        (1250000, "executive pay: 1 250 000"),
+        ("30w", "draft: 30W"),
+        (0.5, "rate 0.50"),
+    ],
+)
+def test_a_withheld_value_is_found_however_it_is_spelt(value: Any, line: str) -> None:
+    artifact = [
+        {"id": "pub", "claim_key": "k", "value": "public"},
+        {"id": "x9", "claim_key": "k", "value": value, "allowed": ["hr"]},
+    ]
+    out = withhold(f"pub: public\n{line}", artifact, frozenset({"alice"}))
+    assert out.content == "pub: public"
+
+
+def test_a_withheld_id_is_found_in_any_case() -> None:
+    artifact = [{"id": "d27", "claim_key": "k", "value": "x", "allowed": ["legal"]}]
+    assert withhold("p26: ok\nD27 (draft)", artifact, frozenset()).content == "p26: ok"
