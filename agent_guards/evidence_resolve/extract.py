@@ -43,7 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -380,14 +380,17 @@ class ClaimExtractor:
         evidence: list[Evidence] = []
         rejected: dict[str, str] = {}
         empty: list[str] = []
+        split: dict[str, tuple[str, ...]] = {}  # a document id -> its claims' ids (doc#1, ...)
         for doc in docs:
             made = _evidence(doc, raw.get(_doc_id(doc), []), spec, rejected)
             evidence.extend(made)
             if not made:
                 empty.append(_doc_id(doc))
+            elif [e.id for e in made] != [_doc_id(doc)]:
+                split[_doc_id(doc)] = tuple(e.id for e in made)
         return Extraction(
             documents=len(docs),
-            evidence=tuple(sorted(evidence, key=lambda e: e.id)),
+            evidence=tuple(sorted(_relinked(evidence, split), key=lambda e: e.id)),
             empty=tuple(sorted(empty)),
             rejected=rejected,
             calls=calls,
@@ -420,6 +423,23 @@ def _parse(
             per[claim.doc if claim.doc in per else ids[0]].append(claim.model_dump())
         out.update(per)
     return out, failure
+
+
+def _relinked(evidence: list[Evidence], split: Mapping[str, tuple[str, ...]]) -> list[Evidence]:
+    """A ``supersedes`` naming a document whose claims got ids of their own (``p24#1``,
+    ``p24#2``) names those claims: the newer document replaces every claim of the old one."""
+    out: list[Evidence] = []
+    for e in evidence:
+        links = tuple(
+            dict.fromkeys(
+                i
+                for old in e.supersedes
+                if e.id not in split.get(old, ())  # a document never replaces itself
+                for i in split.get(old, (old,))
+            )
+        )
+        out.append(replace(e, supersedes=links) if links != e.supersedes else e)
+    return out
 
 
 def _check(claim: Mapping[str, Any], doc_id: str, spec: Mapping[str, str]) -> tuple[str, str]:

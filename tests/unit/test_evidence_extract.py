@@ -102,6 +102,37 @@ def test_documents_become_evidence_with_provenance_from_metadata() -> None:
     assert (v.value, v.reason, v.conflicting_ids) == ("50w", "newer_version", ("p24",))
 
 
+def two_claims(messages: list[BaseMessage]) -> dict[str, Any]:
+    """Each chunk states a limit and a currency (its last word)."""
+    claims = []
+    for doc_id, text in CHUNK.findall(str(messages[-1].content)):
+        limit, currency = LIMIT.search(text), text.split()[-1].rstrip(".")
+        claims += [
+            {
+                "doc": doc_id,
+                "claim_key": "approval_limit",
+                "value": limit.group(1) if limit else "",
+            },
+            {"doc": doc_id, "claim_key": "currency", "value": currency},
+        ]
+    return {"claims": claims}
+
+
+def test_a_supersedes_link_to_a_document_names_each_of_its_claims() -> None:
+    old = doc("p24", "Over 100w need review, in CNY.", source_type="official")
+    new = doc(
+        "p26", "Over 50w need review, in USD.", source_type="official", supersedes=["p24", "p26"]
+    )
+    out = ClaimExtractor(ToolModel(respond=two_claims)).extract(
+        [old, new], claims=["approval_limit", "currency"]
+    )
+    by_id = {e.id: e for e in out.evidence}
+    assert sorted(by_id) == ["p24#1", "p24#2", "p26#1", "p26#2"]
+    assert by_id["p26#1"].supersedes == ("p24#1", "p24#2")  # never its own document's claims
+    v = resolve_evidence(out.evidence, claim_key="approval_limit")
+    assert (v.verdict.value, v.reason, v.value) == ("answer", "superseded", "50w")
+
+
 def test_the_model_fills_entity_basis_and_date_only_where_metadata_is_silent() -> None:
     def respond(messages: list[BaseMessage]) -> dict[str, Any]:
         claim = {"claim_key": "limit", "value": "50w", "entity": "Acme", "effective_at": "2026"}
