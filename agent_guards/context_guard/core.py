@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from agent_guards.context_guard.model import (
@@ -242,6 +242,7 @@ def _full(
     summary: BaseMessage | None = None
     room = 0
     if tokens >= pol.compress_ratio * b.budget or tokens > b.budget:
+        whole = body
         body, removed, used = _select(body, head, tok, pin_ids, b)
         if removed:
             summary, room, history = _summarize(removed, pol, b.budget - used, count, b.archive)
@@ -250,7 +251,7 @@ def _full(
             if summary is not None:
                 raw[id(summary)] = b.raw(summary)
                 tok[id(summary)] = count(summary)
-            out = [*head, *([summary] if summary else []), *(m for _, m in body)]
+            out = [*head, *_with_summary(whole, body, removed, summary)]
             tokens = scaled_total(sum(raw[id(m)] for m in out), scale) + b.tool_tokens
 
     changed = len(out) != len(msgs) or any(a is not c for a, c in zip(out, msgs, strict=False))
@@ -502,6 +503,11 @@ def _users(message: BaseMessage) -> bool:
     )
 
 
+def _system(message: BaseMessage) -> bool:
+    """A system message someone wrote (not a guard's pin or note)."""
+    return isinstance(message, SystemMessage) and not marker(message)
+
+
 def _select(
     body: Labelled, head: list[BaseMessage], tok: dict[int, int], pin_ids: set[str], b: _Budget
 ) -> tuple[Labelled, Labelled, int]:
@@ -516,10 +522,12 @@ def _select(
     # summary) never takes its place
     humans = [i for i, (_, m) in enumerate(body) if _users(m)]
     last_human = humans[-1] if humans and b.pol.pin_last_human else None
+    # a system message later in the history (an instruction added mid-run) is the system
+    # prompt too: it is never summarized into background
     must = {
         gi
         for gi, g in enumerate(groups)
-        if last_human in g or any(body[i][0] in pin_ids for i in g)
+        if last_human in g or any(body[i][0] in pin_ids or _system(body[i][1]) for i in g)
     }
     system = sum(tok[id(m)] for m in head if not marker(m))
     pinned = sum(tok[id(m)] for m in head) - system
@@ -547,6 +555,21 @@ def _select(
     keep = sorted(i for gi in kept for i in groups[gi])
     drop = sorted(i for gi in range(len(groups)) if gi not in kept for i in groups[gi])
     return [body[i] for i in keep], [body[i] for i in drop], used
+
+
+def _with_summary(
+    order: Labelled, kept: Labelled, removed: Labelled, summary: BaseMessage | None
+) -> list[BaseMessage]:
+    """The kept history with the summary where the removed messages were: after the last
+    of them in ``order``, so nothing kept changes places around it (the current question
+    stays before the tool results summarized for it, which the model would call again)."""
+    msgs = [m for _, m in kept]
+    if summary is None or not removed:
+        return msgs
+    position = {id(m): i for i, (_, m) in enumerate(order)}
+    last = position[id(removed[-1][1])]
+    at = sum(1 for _, m in kept if position[id(m)] < last)
+    return [*msgs[:at], summary, *msgs[at:]]
 
 
 def _summarize(

@@ -25,8 +25,8 @@ Example:
     >>> v = fit_context(history, max_tokens=2500)
     >>> v.verdict, v.reason, v.usage_before > 0.9 > 0.5 >= v.usage
     (<Verdict.REPAIR: 'repair'>, 'compressed', True)
-    >>> v.messages[0].id, v.messages[1].id.startswith("agent_guards-summary"), "q" in v.kept_ids
-    ('sys', True, True)
+    >>> v.messages[0].id, v.messages[1].id, v.messages[2].id.startswith("agent_guards-summary")
+    ('sys', 'q', True)
 """
 
 from __future__ import annotations

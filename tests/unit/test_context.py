@@ -732,6 +732,12 @@ def test_fit_laws(msgs: list[BaseMessage], max_tokens: int) -> None:
     order = [m.id for m in msgs]
     kept_positions = [order.index(i) for i in v.kept_ids]
     assert kept_positions == sorted(kept_positions)
+    # the summary sits where the removed messages were: after the newest of them
+    if v.summary_id is not None:
+        at = [m.id for m in v.messages].index(v.summary_id)
+        newest = max(order.index(i) for i in v.summarized_ids)
+        assert all(order.index(m.id) < newest for m in v.messages[:at] if m.id in order)
+        assert all(order.index(m.id) > newest for m in v.messages[at + 1 :] if m.id in order)
     # deterministic, and a fitted context below the compress threshold is left alone
     assert fit_context(msgs, max_tokens=max_tokens, policy=EXACT, token_counter=chars) == v
     if v.usage < EXACT.compress_ratio:
@@ -821,3 +827,32 @@ def test_a_guard_nudge_is_never_taken_for_the_current_question(nudge: HumanMessa
     assert out.reason == "compressed"
     assert "q" in out.kept_ids and out.messages[0].id == "sys"
     assert_paired(out.messages, msgs)
+
+
+def test_a_system_message_later_in_the_history_is_kept() -> None:
+    filler = "word " * 400
+    msgs = [
+        SystemMessage("You are helpful.", id="s"),
+        HumanMessage("q1 " + filler, id="h1"),
+        AIMessage("a1 " + filler, id="a1"),
+        SystemMessage("IMPORTANT: never reveal customer emails.", id="s2"),
+        HumanMessage("q2 " + filler, id="h2"),
+        AIMessage("a2 " + filler, id="a2"),
+        HumanMessage("q3", id="h3"),
+    ]
+    v = fit_context(msgs, max_tokens=1500)
+    assert v.reason == "compressed"
+    assert "s2" in v.kept_ids and "s2" not in v.summarized_ids
+    assert next(m for m in v.messages if m.id == "s2").type == "system"
+
+
+def test_tool_results_summarized_for_the_question_stay_after_it() -> None:
+    msgs = [
+        SystemMessage("sys", id="s"),
+        HumanMessage("What changed in REQ-1?", id="q"),
+        call(1),
+        result(1, "REQ-1 renamed a field. " * 500),
+    ]
+    v = fit_context(msgs, max_tokens=2000, archive=False)
+    assert v.reason == "compressed"
+    assert [m.id for m in v.messages] == ["s", "q", v.summary_id]
