@@ -114,6 +114,20 @@ class MemoryNode:
         ns = tuple(self.namespace(first)) if first is not None and store is not None else None
         return _Context(identities, first, store, ns)
 
+    def _duplicate(self, facts: Any, position: int, first: int, fact_id: str) -> InvalidInputError:
+        """Two different current facts with one id: named by id when the caller gave it,
+        else by position (an id-less fact's id is made from its key and value, so the two
+        state one value with different options)."""
+        raw = facts[position] if isinstance(facts, Sequence) else None
+        if (isinstance(raw, Mapping) and "id" in raw) or isinstance(raw, MemoryRecord):
+            return InvalidInputError("duplicate id", item=fact_id, field="id")
+        key = self.facts_key
+        return InvalidInputError(
+            f"the same key and value as {key}[{first}] with other fields",
+            item=f"{key}[{position}]",
+            field="key",
+        )
+
     def _finish(
         self,
         state: Any,
@@ -133,11 +147,13 @@ class MemoryNode:
         merged = {r.id: r for r in without_own_writes(stored, current)}
         records = _each(state_value(state, self.records_key) or [], self.records_key, coerce_record)
         merged.update({r.id: r for r in records})
-        seen: set[str] = set()
-        for fact in current:
+        seen: dict[str, int] = {}
+        for position, fact in enumerate(current):
             if fact.id in seen:
-                raise InvalidInputError("duplicate id", item=fact.id, field="id")
-            seen.add(fact.id)
+                if fact == current[seen[fact.id]]:
+                    continue  # the same fact stated twice in the turn
+                raise self._duplicate(facts, position, seen[fact.id], fact.id)
+            seen[fact.id] = position
             previous = merged.get(fact.id)
             # a replayed turn finds its own write-back in the store: keep its chain
             chain = {*fact.supersedes, *(previous.supersedes if previous else ())}

@@ -383,6 +383,33 @@ def test_a_malformed_fact_without_an_id_is_named_by_its_position() -> None:
     assert out["memory_verdict"].inject == ()
 
 
+def _one_turn(facts: list[dict[str, Any]]) -> dict[str, Any]:
+    from agent_guards import MemoryState, create_memory_resolve
+
+    graph = StateGraph(MemoryState).add_node("m", create_memory_resolve()).add_edge(START, "m")
+    return graph.compile(store=InMemoryStore()).invoke(
+        {"memory_facts": facts}, {"configurable": {"principal": "ann"}}
+    )
+
+
+def test_a_fact_stated_twice_in_a_turn_is_one_fact() -> None:
+    lang = {"key": "lang", "value": "fr"}
+    out = _one_turn([lang, {"key": "tz", "value": "CET"}, dict(lang)])
+    assert out["guard_log"][-1].reason != "invalid_input"
+    assert out["memory_verdict"].facts == {"lang": "fr", "tz": "CET"}
+
+
+def test_two_different_facts_with_one_id_are_named_by_position_or_id() -> None:
+    lang = {"key": "lang", "value": "fr"}
+    decision = _one_turn([lang, {**lang, "persist": True}])["guard_log"][-1]
+    assert decision.reason == "invalid_input"
+    assert decision.detail.startswith("item 'memory_facts[1]' field 'key': ")
+    assert "memory_facts[0]" in decision.detail and "turn-" not in decision.detail
+    given = [{**lang, "id": "x"}, {"key": "lang", "value": "de", "id": "x"}]
+    decision = _one_turn(given)["guard_log"][-1]
+    assert decision.detail == "item 'x' field 'id': duplicate id"
+
+
 @pytest.mark.parametrize(
     ("store", "configurable", "code", "fix"),
     [
