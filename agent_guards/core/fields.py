@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, fields
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -71,17 +71,24 @@ def shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def to_datetime(value: Any, *, item: str | None, field: str) -> datetime | None:
+def to_datetime(
+    value: Any, *, item: str | None, field: str, day_end: bool = False
+) -> datetime | None:
     """A timezone-aware datetime from a ``datetime``, ``date`` or ISO-8601 string (None passes).
 
-    Values without an offset are read as UTC; a ``date`` is midnight UTC.
+    Values without an offset are read as UTC; a ``date`` (or a date-only string) is midnight
+    UTC, or with ``day_end`` the last instant of that day: "valid until 2026-06-30" covers
+    the 30th.
+
+    >>> to_datetime("2026-06-30", item=None, field="valid_until", day_end=True).isoformat()
+    '2026-06-30T23:59:59.999999+00:00'
     """
     if value is None:
         return None
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+        return datetime.combine(value, time.max if day_end else time.min, tzinfo=UTC)
     if isinstance(value, str):
         text = value.strip()
         if text.endswith(("Z", "z")):
@@ -92,6 +99,8 @@ def to_datetime(value: Any, *, item: str | None, field: str) -> datetime | None:
             raise InvalidInputError(
                 f"not an ISO-8601 date/time: {shown(value)}", item=item, field=field
             ) from None
+        if day_end and _DATE_ONLY.fullmatch(text):
+            parsed = datetime.combine(parsed.date(), time.max)
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     raise InvalidInputError(
         f"must be a datetime, date or ISO-8601 string, got {type(value).__name__}",
@@ -164,6 +173,7 @@ def to_identities(principal: Any, *, field: str = "principal") -> frozenset[str]
 
 
 _SPACE = re.compile(r"\s+")
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _THOUSANDS = re.compile(r"(?<=\d)[,_'\u2019\u00a0\u202f](?=\d{3}(?!\d))")
 _SPACED_NUMBER = re.compile(r"[+-]?\d{1,3}( \d{3})+(\.\d+)?")
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")

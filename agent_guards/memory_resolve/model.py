@@ -172,8 +172,10 @@ class MemoryRecord:
                 f"must be a bool, got {shown(self.persist)}", item=item, field="persist"
             )
         set_ = object.__setattr__
-        for name in ("created_at", "valid_until"):
-            set_(self, name, to_datetime(getattr(self, name), item=item, field=name))
+        set_(self, "created_at", to_datetime(self.created_at, item=item, field="created_at"))
+        # a date alone is the whole day: "valid until 2026-06-30" still holds on the 30th
+        until = to_datetime(self.valid_until, item=item, field="valid_until", day_end=True)
+        set_(self, "valid_until", until)
         set_(self, "confidence", to_confidence(self.confidence, item=item, field="confidence"))
         set_(self, "supersedes", to_ids(self.supersedes, item=item, field="supersedes"))
 

@@ -192,8 +192,9 @@ def save_memories(
 ) -> None:
     """Put each record under its id (idempotent: saving the same records twice is a no-op).
 
-    ``ttl_minutes`` is passed to stores that support TTL (not ``InMemoryStore``); a
-    record's own ``valid_until`` is what ``resolve_memory`` checks.
+    ``ttl_minutes`` is passed to stores that support TTL (``store.supports_ttl``) and left
+    out for the others (``InMemoryStore``): the store then keeps the record, and its own
+    ``valid_until`` is what ``resolve_memory`` checks either way.
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
@@ -206,6 +207,7 @@ def save_memories(
         [('m1', 'pdf')]
     """
     ns = _check_namespace(namespace)
+    ttl_minutes = _ttl(store, ttl_minutes)
     for r in _check_records(records):
         if ttl_minutes is None:
             store.put(ns, r.id, r.to_dict())
@@ -233,6 +235,7 @@ async def asave_memories(
         [('m1', 'fr')]
     """
     ns = _check_namespace(namespace)
+    ttl_minutes = _ttl(store, ttl_minutes)
     items = _check_records(records)
     for index, r in enumerate(items):
         try:
@@ -243,6 +246,14 @@ async def asave_memories(
         except NotImplementedError:
             save_memories(store, ns, items[index:], ttl_minutes=ttl_minutes)
             return
+
+
+def _ttl(store: BaseStore, ttl_minutes: float | None) -> float | None:
+    """The TTL to pass: None for a store without TTL, which would refuse the put."""
+    number = isinstance(ttl_minutes, (int, float)) and not isinstance(ttl_minutes, bool)
+    if ttl_minutes is not None and not (number and ttl_minutes > 0):
+        raise ValueError(f"ttl_minutes must be a positive number or None, got {ttl_minutes!r}")
+    return ttl_minutes if getattr(store, "supports_ttl", False) else None
 
 
 def _confirmed(record: MemoryRecord) -> MemoryRecord:

@@ -439,3 +439,33 @@ def test_a_run_that_cannot_reach_long_term_memory_says_why_and_names_the_fix(
         .invoke({"messages": [HumanMessage("hi")], "memory_facts": [fact]}, cfg("t2"))
     )
     assert "long_term" not in both["memory_verdict"].decision.data
+
+
+@pytest.mark.parametrize("sqlite", [False, True])
+def test_a_ttl_is_passed_where_the_store_has_ttl_and_left_out_where_not(sqlite: bool) -> None:
+    import asyncio
+    import sqlite3
+
+    from langgraph.store.sqlite import SqliteStore
+
+    from agent_guards import MemoryRecord
+    from agent_guards.memory_resolve import (
+        asave_memories,
+        load_memories,
+        memory_namespace,
+        save_memories,
+    )
+
+    conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    store: BaseStore = SqliteStore(conn) if sqlite else InMemoryStore()
+    if isinstance(store, SqliteStore):
+        store.setup()
+    ns = memory_namespace("ann")
+    save_memories(store, ns, [MemoryRecord("m1", "lang", "fr")], ttl_minutes=60)
+    asyncio.run(asave_memories(store, ns, [MemoryRecord("m2", "tz", "CET")], ttl_minutes=60))
+    assert sorted(r.id for r in load_memories(store, ns)) == ["m1", "m2"]
+    if sqlite:
+        expiring = conn.execute("select count(*) from store where expires_at is not null")
+        assert expiring.fetchone() == (2,)
+    with pytest.raises(ValueError, match="ttl_minutes must be a positive number"):
+        save_memories(store, ns, [MemoryRecord("m3", "k", "v")], ttl_minutes=0)

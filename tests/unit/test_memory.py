@@ -7,7 +7,7 @@ import math
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -476,3 +476,16 @@ def test_llm_extractor_needs_structured_output() -> None:
 
 def test_verdict_type() -> None:
     assert isinstance(resolve_memory([], now=NOW), MemoryVerdict)
+
+
+@pytest.mark.parametrize("until", ["2026-06-30", date(2026, 6, 30)])
+def test_a_date_alone_in_valid_until_covers_that_whole_day(until: Any) -> None:
+    record = MemoryRecord("m", "tz", "CET", valid_until=until)
+    for now, facts in (
+        ("2026-06-30T00:00:01", {"tz": "CET"}),
+        ("2026-06-30T23:59:00", {"tz": "CET"}),
+        ("2026-07-01T00:00:00", {}),
+    ):
+        assert resolve_memory([record], now=now).facts == facts, now
+    timed = MemoryRecord("m", "tz", "CET", valid_until="2026-06-30T00:00:00")
+    assert resolve_memory([timed], now="2026-06-30T00:00:01").facts == {}  # a time is exact
