@@ -32,17 +32,20 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from langchain_core.messages import HumanMessage
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
+from agent_guards.core.signatures import content_text, is_guard_message
 from agent_guards.graph import ask_human
 from agent_guards.tool_guard.claims import aclaim, aoverwrite, claim, count, items, overwrite
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
-__all__ = ["CANCEL_KEY", "GRANT_KEY", "Reconcile", "RunLedger", "grant", "granted"]
+__all__ = ["CANCEL_KEY", "GRANT_KEY", "Reconcile", "RunLedger", "Turn", "grant", "granted"]
 
 CANCEL_KEY = "agent_guards_cancel"
 """``config["configurable"][CANCEL_KEY] = reason`` cancels the run: a tool call planned under
@@ -64,6 +67,46 @@ _POLL = 0.05  # seconds between two looks at a call another worker is running
 # ``hashlib.sha256()`` sets up a new OpenSSL digest on each call, dear on the fresh worker
 # thread a tool node runs each call on; a copy of one made here is cheaper, same digest
 _SHA256 = hashlib.sha256()
+
+
+class Turn(NamedTuple):
+    """The user message a call serves: its id, and where it stands (``"<n>:<digest>"``: the
+    n-th user message, with that text).
+
+    Some models repeat a call id from one user turn to the next, so an id alone cannot tell
+    a new request from the same call run again. A resume, a retry or a fork of the same
+    turn keeps the message's id; a replay that applies the run's input again gives an
+    input written without an id a new random one (``add_messages``), and keeps its place
+    and text."""
+
+    id: str | None
+    at: str | None
+
+    @classmethod
+    def of(cls, state: Any) -> Turn | None:
+        """The latest user message of ``state["messages"]`` (a guard's own messages, a
+        nudge or a context summary, are no user turn); None without one."""
+        messages = state.get("messages") if isinstance(state, Mapping) else None
+        if not isinstance(messages, list):
+            return None
+        users = [m for m in messages if isinstance(m, HumanMessage) and not _from_a_guard(m)]
+        if not users:
+            return None
+        text = content_text(users[-1].content)
+        return cls(users[-1].id, f"{len(users)}:{_digest(text)}")
+
+    def served(self, entry: Mapping[str, Any]) -> bool:
+        """Whether a recorded execution served this turn (one recorded without a turn did)."""
+        recorded = entry.get("turn")
+        return (
+            recorded is None
+            or recorded == self.id
+            or (self.at is not None and entry.get("turn_at") == self.at)
+        )
+
+
+def _from_a_guard(message: HumanMessage) -> bool:
+    return is_guard_message(message) or "agent_guards" in (message.additional_kwargs or {})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,11 +137,22 @@ class RunLedger:
     def _ns(self, thread_id: str) -> tuple[str, ...]:
         return (*self.namespace, thread_id)
 
-    def entry(self, store: BaseStore, thread_id: str, call_id: str) -> dict[str, Any] | None:
-        """The call's latest execution (``executions`` says which), or None if it never ran."""
+    def entry(
+        self,
+        store: BaseStore,
+        thread_id: str,
+        call_id: str,
+        *,
+        where: Callable[[Mapping[str, Any]], bool] | None = None,
+    ) -> dict[str, Any] | None:
+        """The call's latest execution (``executions`` says which), or None if it never ran;
+        with ``where``, its latest execution that ``where`` accepts (a fork of an earlier
+        user turn looks for the execution of that turn, not the last one)."""
         latest, n = None, 1
         while (item := store.get(self._ns(thread_id), _key(call_id, n))) is not None:
-            latest, n = dict(item.value), n + 1
+            if where is None or where(item.value):
+                latest = dict(item.value)
+            n += 1
         return latest
 
     def start(
@@ -113,7 +167,7 @@ class RunLedger:
         attempt: int = 1,
         previous: Mapping[str, Any] | None = None,
         args: Mapping[str, Any] | None = None,
-        turn: str | None = None,
+        turn: Turn | None = None,
     ) -> dict[str, Any] | None:
         """Claim the call's next execution and record the intent, before it runs.
 
@@ -149,7 +203,7 @@ class RunLedger:
         effect: Effect | str,
         attempt: int = 1,
         args: Mapping[str, Any] | None = None,
-        turn: str | None = None,
+        turn: Turn | None = None,
     ) -> tuple[tuple[str, ...], str, dict[str, Any], str]:
         """Where the execution after ``old`` goes, its entry and the entry's JSON."""
         entry: dict[str, Any] = {
@@ -162,8 +216,10 @@ class RunLedger:
             "status": "started",
             "started_at": time.time(),  # wall clock: how long another worker may still run it
         }
-        if turn is not None:
-            entry["turn"] = str(turn)[:200]
+        if turn is not None and turn.id is not None:
+            entry["turn"] = str(turn.id)[:200]
+            if turn.at is not None:
+                entry["turn_at"] = turn.at
         entry, text = _with_small_json(entry, "args", None if args is None else dict(args))
         return self._ns(thread_id), _key(call_id, int(entry["executions"])), entry, text
 

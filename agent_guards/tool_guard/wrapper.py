@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
@@ -31,7 +31,7 @@ from agent_guards.budget import Budget
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import EFFECT_KEY, Effect, ToolEffects
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.signatures import content_text, is_guard_message
+from agent_guards.core.signatures import content_text
 from agent_guards.core.state import DEFAULT_KEYS, StateKeys
 from agent_guards.loop_check.policy import LoopPolicy
 from agent_guards.retry_router.breaker import CircuitBreaker, RetryBudget
@@ -41,7 +41,7 @@ from agent_guards.retry_router.model import Failure, FailureKind
 from agent_guards.retry_router.policy import RetryRouterPolicy
 from agent_guards.tool_guard.claims import in_process
 from agent_guards.tool_guard.deadline import ToolTimeoutError, arun_within, run_within
-from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger, grant, granted
+from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger, Turn, grant, granted
 from agent_guards.tool_guard.plan import (
     Plan,
     cancelled,
@@ -657,14 +657,22 @@ class ToolCallGuard:
         call = request.tool_call
         if not (effect or Effect.UNKNOWN).changes_world:
             return dict(entry)
+        latest, earlier = dict(entry), False
+        turn = Turn.of(request.state)
+        if turn is not None and not turn.served(entry):
+            # a fork of an earlier turn finds that turn's execution; none: the id came back
+            # for a later user message, a new request (it runs, after the latest execution)
+            own = self.ledger.entry(store, thread, str(call["id"]), where=turn.served)
+            if own is None:
+                return latest
+            entry, earlier = own, True
         if entry.get("signature", "") not in ("", retry_signature(call, effect)[:500]):
-            return dict(entry)  # the id came back with other arguments (a fork that edited them)
-        turn = user_turn(request.state)
-        if turn is not None and entry.get("turn") not in (None, turn):
-            return dict(entry)  # the id came back for a later user message: a new request
-        if entry["status"] == "started":  # running elsewhere, or it never reported back
+            return latest  # the id came back with other arguments (a fork that edited them)
+        if entry["status"] == "started" and not earlier:  # running elsewhere, or it was lost
             entry = self.ledger.outcome(store, thread, str(call["id"]), sleep=self._wait) or {}
-        return settle(self.ledger, store, thread, call, entry, policy=self._policy_label())
+        answer = settle(self.ledger, store, thread, call, entry, policy=self._policy_label())
+        # an earlier turn's execution that may run again runs as the call's next execution
+        return latest if earlier and not isinstance(answer, Plan) else answer
 
     async def _off_loop(self, func: Callable[..., T], request: ToolCallRequest, *args: Any) -> T:
         """Run a step that reads or writes the ledger, ``func(request, *args)``, off the
@@ -878,27 +886,15 @@ def _intent(request: ToolCallRequest, plan: Plan) -> tuple[str, dict[str, Any]]:
         "effect": plan.effect or Effect.UNKNOWN,
         "attempt": plan.attempt,
         "args": args if isinstance(args, Mapping) else None,
-        "turn": user_turn(request.state),
+        "turn": Turn.of(request.state),
     }
 
 
 def user_turn(state: Any) -> str | None:
     """The id of the conversation's latest user message (``state["messages"]``): the request
-    a call serves. Some models repeat a call id from one user turn to the next, so an id
-    alone cannot tell a new request from the same call run again; a resume, a retry or a
-    fork of the same turn keeps this id. A guard's own messages (a nudge, a context
-    summary) are no user turn. None without one (a tool node run on its own)."""
-    messages = state.get("messages") if isinstance(state, Mapping) else None
-    if not isinstance(messages, list):
-        return None
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage) and not _from_a_guard(message):
-            return message.id
-    return None
-
-
-def _from_a_guard(message: HumanMessage) -> bool:
-    return is_guard_message(message) or "agent_guards" in (message.additional_kwargs or {})
+    a call serves (see :class:`~agent_guards.tool_guard.ledger.Turn`). None without one."""
+    turn = Turn.of(state)
+    return turn.id if turn is not None else None
 
 
 def _outcome(result: Any, failure: Failure | None, call_id: str) -> dict[str, Any]:

@@ -161,6 +161,46 @@ def test_a_call_id_repeated_in_a_later_turn_is_a_new_request(kind: str, tmp_path
         assert world.runs == ["transfer", "transfer"] and world.balance == 40
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_fork_of_an_earlier_turn_is_answered_from_that_turns_execution(
+    kind: str, tmp_path: Path
+) -> None:
+    """The call id came back in turn 2 and ran again there; a fork of turn 1's tool step
+    is answered from turn 1's execution, not taken for a new request."""
+    world = World()
+    with persistence(kind, tmp_path) as (saver, store):
+        graph = build(each_turn("transfer", {"amount": 30}), world, saver, store)
+        graph.invoke({"messages": [HumanMessage("pay 30")]}, CFG)
+        graph.invoke({"messages": [HumanMessage("pay 30 again, please")]}, CFG)
+        assert world.balance == 40
+        snaps = [s for s in graph.get_state_history(CFG) if s.next == ("tools",)]
+        out = graph.invoke(None, snaps[-1].config)  # the oldest: the first turn's tool step
+        assert world.runs == ["transfer", "transfer"] and world.balance == 40
+        answer = [m for m in out["messages"] if isinstance(m, ToolMessage)][-1]
+        assert answer.content == "transferred 30; balance 70"  # turn 1's own result
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_replay_from_the_first_checkpoint_answers_the_write(kind: str, tmp_path: Path) -> None:
+    """Replaying from before the input applies it again, and ``add_messages`` gives the
+    id-less user message a new random id: the turn is still the same (same place, same
+    text), so the write is answered from the ledger. The same words in a later turn are
+    a new request."""
+    world = World()
+    with persistence(kind, tmp_path) as (saver, store):
+        graph = build(each_turn("transfer", {"amount": 30}), world, saver, store)
+        graph.invoke({"messages": [("user", "pay 30")]}, CFG)
+        first = list(graph.get_state_history(CFG))[-1]
+        assert first.next == ("__start__",)
+        out = graph.invoke(None, first.config)
+        assert world.runs == ["transfer"] and world.balance == 70
+        assert ("reuse", "recorded_outcome") in [
+            (d.verdict.value, d.reason) for d in out["guard_log"]
+        ]
+        graph.invoke({"messages": [("user", "pay 30")]}, CFG)  # the user asks again
+        assert world.runs == ["transfer", "transfer"] and world.balance == 40
+
+
 def test_a_write_answering_with_a_command_is_recorded_by_its_message() -> None:
     """A tool returning ``Command(update=...)``: the ledger keeps the ToolMessage it carries,
     so a fork is answered with the tool's own words, not the Command's repr."""
