@@ -479,13 +479,13 @@ def over_budget(
     """The budget answer for a call that would pass ``limit`` executions, or None.
 
     Spent = the larger of ``spent`` (the run ledger's count, shared by every checkpoint of
-    the thread) and the state's ``usage["tool_calls"]``, plus the calls of this turn
-    before this one that may run too (see :func:`_may_run`): the count can only be high,
-    so a turn never runs more than the budget allows.
+    the thread, this turn's claims included) and the state's ``usage["tool_calls"]`` plus
+    the calls of this turn before this one that may run too (see :func:`_may_run`): the
+    count can only be high, so a turn never runs more than the budget allows. (Added to
+    the ledger's count, the turn's calls that already claimed would count twice.)
     """
     usage = state_value(request.state, usage_key) or {}
     counted = int(usage.get("tool_calls", 0)) if isinstance(usage, Mapping) else 0
-    spent = max(spent, counted)  # the ledger's count (shared by forks) or the state's
     messages = state_messages(request.state, messages_key)
     _, ai = _latest_ai(messages)
     call = request.tool_call
@@ -493,7 +493,7 @@ def over_budget(
     answered = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     if plan.kind == "retry":  # a re-entry: only the failed calls of the turn run again
         before = [c for c in before if _failed(answered.get(str(c.get("id"))))]
-    spent += _may_run(before, loop)
+    spent = max(spent, counted + _may_run(before, loop))
     if spent < limit:
         return None
     content = (

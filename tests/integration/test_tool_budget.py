@@ -23,9 +23,14 @@ from agent_guards import (
     add_loop_check,
     add_retry_router,
 )
+from agent_guards.core import GuardState
 from agent_guards.retry_router import TransientToolError
 from agent_guards.testing import ScriptedChatModel
 from agent_guards.tool_guard import RunLedger, annotate_tool
+
+
+class LedgerState(LoopState, GuardState):
+    """Messages and the guard channels, the run ledger among them."""
 
 
 def fan_out(n: int, start: int = 0) -> AIMessage:
@@ -33,28 +38,34 @@ def fan_out(n: int, start: int = 0) -> AIMessage:
     return AIMessage("", tool_calls=calls)
 
 
-def build(model: ScriptedChatModel, runs: list[int], budget: Budget) -> Any:
+def build(model: ScriptedChatModel, runs: list[int], budget: Budget, ledger: str = "none") -> Any:
     @tool
     def fetch(i: int) -> str:
         """Fetch item i."""
         runs.append(i)
         return f"item {i}"
 
-    builder = StateGraph(LoopState)
+    guard = ToolCallGuard(budget=budget, ledger=RunLedger() if ledger != "none" else None)
+    builder = StateGraph(LedgerState if ledger == "state" else LoopState)
     builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
-    builder.add_node("tools", ToolCallGuard(budget=budget).tool_node([fetch]))
+    builder.add_node("tools", guard.tool_node([fetch]))
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", tools_condition)
     add_loop_check(builder, "tools", continue_to="model")
-    return builder.compile()
+    return builder.compile(store=InMemoryStore() if ledger == "store" else None)
 
 
+@pytest.mark.parametrize("ledger", ["none", "store", "state"])
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_two_hundred_parallel_calls_against_forty_run_forty(mode: str) -> None:
+async def test_two_hundred_parallel_calls_against_forty_run_forty(mode: str, ledger: str) -> None:
+    """With the run ledger on, the turn's calls that already claimed are in its count once
+    (added to it again, 200 calls against 40 ran 21)."""
     runs: list[int] = []
-    graph = build(ScriptedChatModel(script=[fan_out(200), "done"]), runs, Budget(max_tool_calls=40))
+    model = ScriptedChatModel(script=[fan_out(200), "done"])
+    graph = build(model, runs, Budget(max_tool_calls=40), ledger)
     state = {"messages": [HumanMessage("fetch everything")]}
-    out = graph.invoke(state) if mode == "sync" else await graph.ainvoke(state)
+    config = {"configurable": {"thread_id": "t"}}
+    out = graph.invoke(state, config) if mode == "sync" else await graph.ainvoke(state, config)
     assert len(runs) == 40 and out["usage"] == {"tool_calls": 40}
     answers = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert len(answers) == 200  # every pending call answered
