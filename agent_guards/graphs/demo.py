@@ -244,12 +244,14 @@ def _ran_without_store(values: Mapping[str, Any]) -> bool:
 
 
 def _writes_after(at: Mapping[str, Any], end: Mapping[str, Any]) -> list[str]:
-    """The completed writes the state's run ledger holds at ``end`` and not at ``at``
-    (``tool (call id)``): what a replay from ``at`` runs again when no store knows them."""
+    """The writes the state's run ledger holds at ``end`` and not at ``at`` (done, or failed
+    in a way that may have let them run; ``tool (call id)``): what a replay from ``at``
+    runs again when no store knows them."""
     ledger = RunLedger()
 
     def done(values: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return ledger.done_writes(StateLedger(values.get("run_ledger")), "state")
+        view = StateLedger(values.get("run_ledger"))
+        return ledger.done_writes(view, "state", statuses=("done", "unknown"))
 
     known = {(e["call_id"], e["executions"]) for e in done(at)}
     return [

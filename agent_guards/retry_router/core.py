@@ -19,7 +19,7 @@ from agent_guards.retry_router.classify import describe_failure
 from agent_guards.retry_router.model import Failure, FailureKind
 from agent_guards.retry_router.policy import GUARD, PRECEDENCE, ROUTES, RetryRouterPolicy
 
-__all__ = ["decide_failure", "retryable", "route_failures"]
+__all__ = ["decide_failure", "may_repeat_a_write", "retryable", "route_failures"]
 
 _VERDICTS = {r: Verdict(r) for r in ROUTES}
 
@@ -55,7 +55,7 @@ def _kind(a: Action, policy: RetryRouterPolicy) -> FailureKind | None:
     return failure.kind if failure is not None else None
 
 
-def _may_repeat_a_write(failure: Failure, effect: Effect | str | None) -> bool:
+def may_repeat_a_write(failure: Failure, effect: Effect | str | None) -> bool:
     """A retry could repeat a write: the call may write and may have run anyway."""
     kind = Effect(effect) if effect is not None else Effect.UNKNOWN
     return kind in (Effect.WRITE, Effect.UNKNOWN) and failure.may_have_run
@@ -71,7 +71,7 @@ def _retry(
 ) -> tuple[RetryRoute, str, float | None]:
     """A retry route checked against the effect, Retry-After and the attempt cap."""
     cap = float(policy.backoff.max_delay)  # type: ignore[arg-type]
-    if _may_repeat_a_write(failure, effect):
+    if may_repeat_a_write(failure, effect):
         return policy.on_unknown_outcome, "outcome_unknown", None
     if failure.retry_after is not None and failure.retry_after > cap:
         return policy.on_retry_exhausted, "retry_after_too_long", None
@@ -308,4 +308,4 @@ def retryable(
     cap = float(policy.backoff.max_delay)  # type: ignore[arg-type]
     if failure.retry_after is not None and failure.retry_after > cap:
         return False
-    return not _may_repeat_a_write(failure, effect)
+    return not may_repeat_a_write(failure, effect)

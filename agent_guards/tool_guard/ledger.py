@@ -233,24 +233,28 @@ class RunLedger:
         ok: bool,
         started: Mapping[str, Any] | None = None,
         artifact: Any = None,
+        unknown: bool = False,
     ) -> None:
         """Record a call's outcome, after it ran (``started``: the entry :meth:`start` wrote).
 
         The result's ``artifact`` (the evidence a tool returns next to its text) is kept
         when it is JSON and small, so a call answered from the ledger later brings it back.
+        ``unknown``: the call failed in a way that may have let it do its work (a write that
+        timed out): recorded ``unknown``, it is asked about like a write that never reported
+        back, never run again on its own.
         """
         old = started if started is not None else self.entry(store, thread_id, call_id)
         ns, key, value, text = self._outcome(thread_id, call_id, old, content=content, ok=ok,
-                                             artifact=artifact)  # fmt: skip
+                                             artifact=artifact, unknown=unknown)  # fmt: skip
         overwrite(store, ns, key, value, text=text)
 
     async def afinish(
         self, store: BaseStore, thread_id: str, call_id: str, *, content: str, ok: bool,
-        started: Mapping[str, Any], artifact: Any = None,
+        started: Mapping[str, Any], artifact: Any = None, unknown: bool = False,
     ) -> None:  # fmt: skip
         """:meth:`finish` from the event loop, for the entry :meth:`astart` wrote."""
         ns, key, value, text = self._outcome(thread_id, call_id, started, content=content, ok=ok,
-                                             artifact=artifact)  # fmt: skip
+                                             artifact=artifact, unknown=unknown)  # fmt: skip
         await aoverwrite(store, ns, key, value, text=text)
 
     def _outcome(
@@ -262,12 +266,13 @@ class RunLedger:
         content: str,
         ok: bool,
         artifact: Any,
+        unknown: bool = False,
     ) -> tuple[tuple[str, ...], str, dict[str, Any], str]:
         """Where the outcome of execution ``old`` goes, its value and the value's JSON."""
         old = old or {"call_id": call_id, "executions": 1}
         value = {
             **old,
-            "status": "done" if ok else "failed",
+            "status": "done" if ok else "unknown" if unknown else "failed",
             "digest": _digest(content),
             "content": content[:_CONTENT_CHARS],
         }
@@ -311,8 +316,13 @@ class RunLedger:
                 "type": "unknown_write_outcome",
                 "call_id": entry.get("call_id"),
                 "tool": entry.get("tool"),
-                "question": f"{entry.get('tool')} (call {entry.get('call_id')}) started but never "
-                "reported back. Did it happen? Resume with {'ran': true, 'result': '...'} "
+                "question": f"{entry.get('tool')} (call {entry.get('call_id')}) started and "
+                + (
+                    "failed in a way that may have let it run"
+                    if entry.get("status") == "unknown"
+                    else "never reported back"
+                )
+                + ". Did it happen? Resume with {'ran': true, 'result': '...'} "
                 "(and its 'artifact', if any) or {'ran': false} to run it now.",
             }
         )
@@ -321,14 +331,17 @@ class RunLedger:
             return result, answer.get("artifact")
         return None
 
-    def done_writes(self, store: BaseStore, thread_id: str) -> list[dict[str, Any]]:
+    def done_writes(
+        self, store: BaseStore, thread_id: str, *, statuses: tuple[str, ...] = ("done",)
+    ) -> list[dict[str, Any]]:
         """The thread's completed executions that may have changed the world (writes,
         idempotent writes, unknown tools), newest first: what a cancel may have to undo
-        (this thread's only, never those of a thread whose id starts with this one)."""
+        (this thread's only, never those of a thread whose id starts with this one).
+        ``statuses=("done", "unknown")`` adds the writes that may have run."""
         found = [
             dict(item.value)
             for item in items(store, self._ns(thread_id))
-            if item.value.get("status") == "done" and item.value.get("effect") != "read"
+            if item.value.get("status") in statuses and item.value.get("effect") != "read"
         ]
         return sorted(found, key=lambda e: -float(e.get("started_at", 0)))
 
@@ -404,4 +417,4 @@ def granted(call: Mapping[str, Any], limit: int, extra: int, reason: str) -> Gua
     )
 
 
-Status = Literal["started", "done", "failed", "not_run"]
+Status = Literal["started", "done", "failed", "unknown", "not_run"]

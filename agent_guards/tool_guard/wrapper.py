@@ -36,7 +36,7 @@ from agent_guards.core.state import DEFAULT_KEYS, StateKeys
 from agent_guards.loop_check.policy import LoopPolicy
 from agent_guards.retry_router.breaker import CircuitBreaker, RetryBudget
 from agent_guards.retry_router.classify import describe_failure, failure_message, failure_of
-from agent_guards.retry_router.core import decide_failure
+from agent_guards.retry_router.core import decide_failure, may_repeat_a_write
 from agent_guards.retry_router.model import Failure, FailureKind
 from agent_guards.retry_router.policy import RetryRouterPolicy
 from agent_guards.tool_guard.claims import in_process
@@ -753,7 +753,12 @@ class ToolCallGuard:
         if where is None or self.ledger is None or started is None:
             return
         call_id = str(request.tool_call["id"])
-        self.ledger.finish(*where, call_id, started=started, **_outcome(result, failure, call_id))
+        self.ledger.finish(
+            *where,
+            call_id,
+            started=started,
+            **_outcome(result, failure, call_id, _effect_of(started)),
+        )
 
     def _give_back(
         self,
@@ -780,7 +785,7 @@ class ToolCallGuard:
         if where is None or self.ledger is None or started is None:
             return
         call_id = str(request.tool_call["id"])
-        outcome = _outcome(result, failure, call_id)
+        outcome = _outcome(result, failure, call_id, _effect_of(started))
         await self.ledger.afinish(*where, call_id, started=started, **outcome)
 
     def run_retrying(self, request: ToolCallRequest, execute: Execute, plan: Plan) -> Outcome:
@@ -864,7 +869,7 @@ def settle(
     if entry.get("status") == "done":
         content, artifact = entry.get("content", ""), entry.get("artifact")
         return from_ledger(call, content, "recorded_outcome", policy=policy, artifact=artifact)
-    if entry.get("status") != "started":
+    if entry.get("status") not in ("started", "unknown"):  # failed, or never happened
         return dict(entry)
     answer = ledger.ask(entry)
     if answer is None:  # it did not happen: not counted, and the call may run
@@ -897,7 +902,7 @@ def user_turn(state: Any) -> str | None:
     return turn.id if turn is not None else None
 
 
-def _outcome(result: Any, failure: Failure | None, call_id: str) -> dict[str, Any]:
+def _outcome(result: Any, failure: Failure | None, call_id: str, effect: Effect) -> dict[str, Any]:
     """What the ledger records of a call's result after it ran: the answer's text and
     artifact (a ``Command``'s answer is the ToolMessage its update carries for the call)."""
     if isinstance(result, Command):
@@ -910,8 +915,19 @@ def _outcome(result: Any, failure: Failure | None, call_id: str) -> dict[str, An
     return {
         "content": content_text(message.content) if message is not None else bare,
         "ok": failure is None,
+        # a write that may have done its work (a timeout) is asked about, never re-run; an
+        # idempotent write may simply run again
+        "unknown": failure is not None and may_repeat_a_write(failure, effect),
         "artifact": message.artifact if message is not None and failure is None else None,
     }
+
+
+def _effect_of(entry: Mapping[str, Any]) -> Effect:
+    """The effect an execution was recorded with (unknown when it says none)."""
+    try:
+        return Effect(entry.get("effect", Effect.UNKNOWN.value))
+    except ValueError:
+        return Effect.UNKNOWN
 
 
 def _command_answer(command: Command[Any], call_id: str) -> ToolMessage | None:

@@ -400,3 +400,52 @@ def test_the_user_turn_a_call_serves_skips_the_guards_own_messages() -> None:
     assert user_turn({"messages": [*messages, HumanMessage("again", id="u2")]}) == "u2"
     assert user_turn({"messages": messages[1:3]}) is None
     assert user_turn({"step_messages": messages}) is None
+
+
+def _timing_out(effect: str, fail_first: int) -> tuple[Any, list[int]]:
+    """A graph whose one tool times out ``fail_first`` times (after doing its work), with
+    the ledger in an InMemoryStore and retry_router's edge."""
+    from agent_guards import RetryState, add_retry_router, guard_serializer
+
+    runs: list[int] = []
+
+    @tool
+    def pay(amount: int) -> str:
+        """Pay, or set a value when declared idempotent."""
+        runs.append(amount)  # the work is done...
+        if len(runs) <= fail_first:
+            raise TimeoutError("gateway timed out")  # ...and the answer is lost
+        return f"paid {amount}"
+
+    annotate_tool(pay, idempotent=effect == "idempotent")
+    builder = StateGraph(RetryState)
+    model = replies(("pay", {"amount": 5}))
+    builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    guard = ToolCallGuard(ledger=RunLedger(), sleep=lambda s: None)
+    builder.add_node("tools", guard.tool_node([pay]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    add_retry_router(builder, "tools", model="model", tools="tools")
+    saver = InMemorySaver(serde=guard_serializer())
+    return builder.compile(checkpointer=saver, store=InMemoryStore()), runs
+
+
+def test_a_write_that_timed_out_is_asked_about_on_a_fork_not_run_again() -> None:
+    """The write timed out after doing its work: not retried in the run (outcome_unknown),
+    and a fork from before it asks whether it happened instead of paying again."""
+    graph, runs = _timing_out("write", fail_first=1)
+    out = graph.invoke({"messages": [HumanMessage("pay 5")]}, CFG)
+    assert runs == [5] and "outcome_unknown" in [d.reason for d in out["guard_log"]]
+    forked = graph.invoke(None, before_tools(graph, "call-0"))
+    assert runs == [5]
+    assert forked["__interrupt__"][0].value["type"] == "unknown_write_outcome"
+    out = graph.invoke(Command(resume={"ran": True, "result": "paid 5"}), CFG)
+    assert runs == [5] and "reconciled" in [d.reason for d in out["guard_log"]]
+
+
+def test_an_idempotent_write_that_timed_out_is_retried_without_asking() -> None:
+    graph, runs = _timing_out("idempotent", fail_first=1)
+    out = graph.invoke({"messages": [HumanMessage("set 5")]}, CFG)
+    assert runs == [5, 5] and "__interrupt__" not in out
+    answers = [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert answers[-1] == "paid 5"
