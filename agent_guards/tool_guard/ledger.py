@@ -70,8 +70,8 @@ _SHA256 = hashlib.sha256()
 
 
 class Turn(NamedTuple):
-    """The user message a call serves: its id, and where it stands (``"<n>:<digest>"``: the
-    n-th user message, with that text).
+    """The user message a call serves: its id, and where it stands (``"<i>:<digest>"``: at
+    position i of the messages, with that text).
 
     Some models repeat a call id from one user turn to the next, so an id alone cannot tell
     a new request from the same call run again. A resume, a retry or a fork of the same
@@ -89,11 +89,11 @@ class Turn(NamedTuple):
         messages = state.get("messages") if isinstance(state, Mapping) else None
         if not isinstance(messages, list):
             return None
-        users = [m for m in messages if isinstance(m, HumanMessage) and not _from_a_guard(m)]
-        if not users:
-            return None
-        text = content_text(users[-1].content)
-        return cls(users[-1].id, f"{len(users)}:{_digest(text)}")
+        for i in range(len(messages) - 1, -1, -1):  # from the end: the cost is the turn's
+            m = messages[i]
+            if isinstance(m, HumanMessage) and not _from_a_guard(m):
+                return cls(m.id, f"{i}:{_digest(content_text(m.content))}")
+        return None
 
     def served(self, entry: Mapping[str, Any]) -> bool:
         """Whether a recorded execution served this turn (one recorded without a turn did)."""
