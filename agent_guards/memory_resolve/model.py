@@ -94,8 +94,8 @@ class MemoryRecord:
     Example:
         >>> from agent_guards import MemoryRecord
         >>> r = MemoryRecord("m1", "report_format", "pdf", valid_until="2026-06-30")
-        >>> r.source, r.until.isoformat(), r.to_dict()["valid_until"]
-        ('memory', '2026-06-30T00:00:00+00:00', '2026-06-30T00:00:00+00:00')
+        >>> r.source, r.until.isoformat()  # a date alone: the whole day
+        ('memory', '2026-06-30T23:59:59.999999+00:00')
         >>> MemoryRecord("m2", "lang", "fr", source="rumor")
         Traceback (most recent call last):
         ...
