@@ -19,7 +19,12 @@ from agent_guards.evidence_resolve.graph import (
     create_evidence_resolve,
     create_evidence_route,
 )
-from agent_guards.evidence_resolve.messages import evidence_from_messages, merge_evidence
+from agent_guards.evidence_resolve.messages import (
+    ArtifactEvidence,
+    artifact_evidence,
+    evidence_from_messages,
+    merge_evidence,
+)
 from agent_guards.evidence_resolve.model import (
     EVIDENCE_STATUSES,
     ClaimVerdict,
@@ -37,6 +42,7 @@ from agent_guards.evidence_resolve.timeline import Span
 __all__ = [
     "DEFAULT_SOURCE_WEIGHTS",
     "EVIDENCE_STATUSES",
+    "ArtifactEvidence",
     "ClaimExtractor",
     "ClaimVerdict",
     "Evidence",
@@ -50,6 +56,7 @@ __all__ = [
     "Extraction",
     "Span",
     "add_evidence_resolve",
+    "artifact_evidence",
     "coerce_evidence",
     "create_evidence_resolve",
     "create_evidence_route",

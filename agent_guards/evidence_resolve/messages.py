@@ -4,21 +4,36 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import named
 from agent_guards.core.signatures import call_signature, safe_str
+from agent_guards.evidence_resolve.boundary import ACL_KEYS, may_see
 from agent_guards.evidence_resolve.core import coerce_evidence
 from agent_guards.evidence_resolve.model import Evidence
 
-__all__ = ["evidence_from_messages", "evidence_read_again", "merge_evidence", "superseding"]
+__all__ = [
+    "ARTIFACT_GUARD",
+    "ArtifactEvidence",
+    "artifact_evidence",
+    "evidence_from_messages",
+    "evidence_read_again",
+    "merge_evidence",
+    "superseding",
+]
+
+ARTIFACT_GUARD = "evidence_artifact"
+"""The guard named by the decision recorded for an artifact item left out as malformed."""
 
 
 _LOG = logging.getLogger("agent_guards.evidence_resolve")
+# what an artifact dict is read by: the fields, and every spelling of the access list
+_READ_KEYS = frozenset(f.name for f in fields(Evidence)) | frozenset(ACL_KEYS)
 
 
 def _id(item: Any) -> str | None:
@@ -75,35 +90,126 @@ def merge_evidence(current: Iterable[Any] | None, update: Iterable[Any] | None) 
     return list(items.values())
 
 
-def evidence_from_messages(messages: Iterable[BaseMessage]) -> list[Evidence]:
-    """Evidence that tools returned as their artifact, in message order.
+@dataclass(frozen=True)
+class ArtifactEvidence:
+    """The evidence tool results carried, and the items left out as malformed."""
+
+    evidence: list[Evidence]
+    """The items read, in message order."""
+    rejected: list[GuardDecision]
+    """One ``invalid_input`` decision per item left out, naming it (its id, else its place
+    ``<tool_call_id>.artifact[<n>]``) and the field."""
+
+
+def artifact_evidence(
+    messages: Iterable[BaseMessage], *, visible_to: Iterable[str] | None = None
+) -> ArtifactEvidence:
+    """Evidence that tools returned as their artifact, in message order, and what was left out.
 
     A tool with ``response_format="content_and_artifact"`` returns ``(text, items)``, where
     ``items`` is a list of evidence dicts, ``Evidence`` or LangChain ``Document``s (or a
-    mapping with an ``"evidence"`` list). Other tool results are ignored.
+    mapping with an ``"evidence"`` list). Other tool results are ignored. A dict's keys that
+    are no ``Evidence`` field (a retriever's ``url`` or ``title``) are ignored, as a
+    ``Document``'s other metadata is (``resolve_evidence`` and ``Evidence.from_dict``, given
+    a dict directly, reject them by name). An item that is no evidence (no id, a value that is no
+    scalar, a string) is left out with an ``invalid_input`` decision in ``rejected``: the tool
+    has already run, so one bad item must not cost the others or the run.
+
+    With ``visible_to`` (the caller's identities), an item they may not see, or whose access
+    list is malformed, is skipped before anything else of it is read: it is never validated,
+    so no decision names it.
 
     >>> from langchain_core.messages import ToolMessage
-    >>> msg = ToolMessage("1 doc", tool_call_id="c1",
-    ...                   artifact=[{"id": "d1", "claim_key": "limit", "value": "50w"}])
-    >>> [e.id for e in evidence_from_messages([msg])]
-    ['d1']
+    >>> msg = ToolMessage("2 docs", tool_call_id="c1", artifact=[
+    ...     {"id": "d1", "claim_key": "limit", "value": "50w", "url": "https://wiki/d1"},
+    ...     {"claim_key": "limit", "value": "40w"},
+    ...     {"id": "d3", "claim_key": "limit", "value": "30w", "allowed": ["legal"]}])
+    >>> read = artifact_evidence([msg], visible_to={"analyst"})
+    >>> [e.id for e in read.evidence], [d.detail for d in read.rejected]
+    (['d1'], ["item 'c1.artifact[1]' field 'id': missing required key 'id'"])
     """
     if not isinstance(messages, Iterable) or isinstance(messages, (str, bytes, Mapping)):
         raise InvalidInputError(
             f"expected a list of messages, got {type(messages).__name__}", field="messages"
         )
+    who = None if visible_to is None else frozenset(visible_to)
     found: list[Evidence] = []
+    rejected: list[GuardDecision] = []
     for i, message in enumerate(messages):
         if not isinstance(message, ToolMessage):
             continue
         artifact = message.artifact
         if isinstance(artifact, Mapping):
             artifact = artifact.get("evidence")
-        if isinstance(artifact, (list, tuple)):
-            source = message.tool_call_id or f"messages[{i}]"
-            for j, item in enumerate(artifact):
-                found.append(named(coerce_evidence, item, f"{source}.artifact[{j}]"))
-    return found
+        if not isinstance(artifact, (list, tuple)):
+            continue
+        source = message.tool_call_id or f"messages[{i}]"
+        for j, item in enumerate(artifact):
+            if who is not None and not _visible(item, who):
+                continue
+            try:
+                found.append(_read_item(item, f"{source}.artifact[{j}]"))
+            except InvalidInputError as err:
+                rejected.append(_left_out(err))
+    return ArtifactEvidence(found, rejected)
+
+
+def _visible(raw: Any, who: frozenset[str]) -> bool:
+    """Whether ``who`` may see ``raw``; an access list that cannot be read is not (fail closed)."""
+    try:
+        return may_see(raw, who) is True
+    except Exception:  # an item whose metadata fails while read tells no one who may see it
+        return False
+
+
+def _read_item(raw: Any, place: str) -> Evidence:
+    """``raw`` as evidence; any failure to read it is an error naming it (else ``place``)."""
+    try:
+        if isinstance(raw, Mapping):
+            raw = {k: v for k, v in raw.items() if k in _READ_KEYS}
+        item: Evidence = named(coerce_evidence, raw, place, field="items")
+        return item
+    except InvalidInputError:
+        raise
+    except (TypeError, ValueError, OverflowError, RecursionError, AttributeError) as err:
+        raise InvalidInputError(
+            f"cannot be read: {type(err).__name__}", item=place, field="items"
+        ) from None
+
+
+def _left_out(err: InvalidInputError) -> GuardDecision:
+    """The decision for an artifact item left out (the shape of a node's ``invalid_input``)."""
+    return GuardDecision(
+        guard=ARTIFACT_GUARD,
+        verdict=Verdict.CONTINUE,
+        reason="invalid_input",
+        detail=str(err),
+        dropped_ids=(err.item,) if err.item else (),
+        data={"field": err.field, "item": err.item, "problem": err.problem},
+    )
+
+
+def evidence_from_messages(
+    messages: Iterable[BaseMessage], *, visible_to: Iterable[str] | None = None
+) -> list[Evidence]:
+    """Evidence that tools returned as their artifact, in message order.
+
+    A tool with ``response_format="content_and_artifact"`` returns ``(text, items)``, where
+    ``items`` is a list of evidence dicts, ``Evidence`` or LangChain ``Document``s (or a
+    mapping with an ``"evidence"`` list). Other tool results are ignored. Read as
+    :func:`artifact_evidence` reads them: an item left out as malformed is logged to the
+    ``agent_guards.evidence_resolve`` logger, naming it and the field.
+
+    >>> from langchain_core.messages import ToolMessage
+    >>> msg = ToolMessage("1 doc", tool_call_id="c1",
+    ...                   artifact=[{"id": "d1", "claim_key": "limit", "value": "50w"}, 7])
+    >>> [e.id for e in evidence_from_messages([msg])]
+    ['d1']
+    """
+    read = artifact_evidence(messages, visible_to=visible_to)
+    for decision in read.rejected:
+        _LOG.warning("evidence artifact item left out: %s", decision.detail)
+    return read.evidence
 
 
 def evidence_read_again(messages: Sequence[BaseMessage], sources: Iterable[str]) -> list[Evidence]:

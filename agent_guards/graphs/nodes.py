@@ -32,7 +32,7 @@ from agent_guards.core.stopping import answer_pending
 from agent_guards.core.texts import Texts
 from agent_guards.evidence_resolve import evidence_from_messages
 from agent_guards.evidence_resolve.boundary import identities_of
-from agent_guards.evidence_resolve.messages import superseding
+from agent_guards.evidence_resolve.messages import artifact_evidence, superseding
 from agent_guards.graph import ask_human, stamp
 from agent_guards.planner_gate import (
     Goal,
@@ -272,13 +272,13 @@ class Nodes:
         if step.fallback is None:
             if timed_out:
                 decision = _fallback_decision(step, why, "none", late, Verdict.STOP)
-                update["guard_log"] = [stamp(decision, config)]
+                update["guard_log"] = [*update.get("guard_log", ()), stamp(decision, config)]
             return None
         assert marked is not None
         kind = step.fallback if step.fallback in ("use_cache", "skip") else "ask_user"
         cached = self.cached_result(state, config, marked, step) if kind == "use_cache" else None
         decision = _fallback_decision(step, why, kind, late, Verdict.FALLBACK, cached=cached)
-        update["guard_log"] = [stamp(decision, config)]
+        update["guard_log"] = [*update.get("guard_log", ()), stamp(decision, config)]
         if kind == "ask_user":
             text = f"Step {step.id} ({step.description}) {decision.detail}. How should I go on?"
             update["outcome"] = {"route": "clarify", "reason": why, "text": text}
@@ -425,10 +425,10 @@ class Nodes:
         step_id = state.get("current_step")
         messages = state.get("step_messages") or []
         results = [m for m in messages if isinstance(m, ToolMessage)]
-        found = (
+        found, left_out = (
             _step_evidence(results, identities_of(config))
             if self.pol.guards
-            else evidence_from_messages(results)
+            else (evidence_from_messages(results), [])
         )
         status, note, route = step_outcome(messages, self.pol.retry)
         if self.pol.guards and current is not None and found:
@@ -440,6 +440,8 @@ class Nodes:
             # start_step, so usage["steps"] never passes Budget.max_steps
             **progress_update(executed=1, observations=len(results)),
         }
+        if left_out:
+            update["guard_log"] = [stamp(d, config) for d in left_out]
         # the writes that really ran, for a cancel to undo (always written: a state with
         # no record at all is one from before it existed)
         update["executed_writes"] = ran_writes(
@@ -661,20 +663,25 @@ def _outcome_of(state: Mapping[str, Any]) -> Mapping[str, Any]:
     return outcome if isinstance(outcome, Mapping) else {}
 
 
-def _step_evidence(results: Sequence[ToolMessage], who: frozenset[str]) -> list[Any]:
-    """The evidence a step's tool results yield, each item flagged when it addresses the model.
+def _step_evidence(
+    results: Sequence[ToolMessage], who: frozenset[str]
+) -> tuple[list[Any], list[GuardDecision]]:
+    """The evidence a step's tool results yield, each item flagged when it addresses the model,
+    and a decision for each malformed item left out.
 
     The tools already withheld what the caller may not see (``permission_filtered``); it is
-    checked again here, for tools a subclass adds around that boundary. An item is flagged
-    for an instruction in its own text or value, or carries its tool result's flag when the
-    result's content holds one that no item accounts for.
+    checked again here, before an item is read, for tools a subclass adds around that
+    boundary. An item is flagged for an instruction in its own text or value, or carries its
+    tool result's flag when the result's content holds one that no item accounts for.
     """
     found: list[Any] = []
+    left_out: list[GuardDecision] = []
     for message in results:
-        items = [e for e in evidence_from_messages([message]) if e.visible_to(who)]
-        carried = bool(tool_result_flags(message.content, items))
-        found.extend(flag_evidence(items, carried=carried))
-    return found
+        read = artifact_evidence([message], visible_to=who)
+        carried = bool(tool_result_flags(message.content, read.evidence))
+        found.extend(flag_evidence(read.evidence, carried=carried))
+        left_out.extend(read.rejected)
+    return found, left_out
 
 
 def _step_of(version: PlanVersion | None, step_id: Any) -> PlanStep | None:
