@@ -34,7 +34,7 @@ from agent_guards.planner_gate.ops import (
     next_step,
     runnable_steps,
 )
-from agent_guards.planner_gate.policy import PlannerPolicy, plan_similarity
+from agent_guards.planner_gate.policy import PlannerPolicy, plan_similarity, same_calls
 
 __all__ = [
     "EXECUTED_KEY",
@@ -66,4 +66,5 @@ __all__ = [
     "progress_update",
     "request_approval",
     "runnable_steps",
+    "same_calls",
 ]

@@ -20,7 +20,13 @@ from agent_guards.planner_gate.goal import Goal
 from agent_guards.planner_gate.goal import missing_constraints as goal_missing
 from agent_guards.planner_gate.model import PlanStatus, PlanStep, PlanTrigger, PlanVersion
 from agent_guards.planner_gate.ops import next_step
-from agent_guards.planner_gate.policy import DEFAULT_POLICY, GUARD, PlannerPolicy, plan_similarity
+from agent_guards.planner_gate.policy import (
+    DEFAULT_POLICY,
+    GUARD,
+    PlannerPolicy,
+    plan_similarity,
+    same_calls,
+)
 
 __all__ = ["RULES", "GateContext", "coerce_versions", "gate_plan"]
 
@@ -273,13 +279,17 @@ def same_plan(ctx: GateContext) -> GuardDecision | None:
     """Row 6: ``N`` rephrases a plan that was in force -> fall back to ``P``.
 
     New user input is authoritative: "Hangzhou instead of Shanghai" changes two characters
-    of a plan and everything about it, so similarity cannot judge it.
+    of a plan and everything about it, so similarity cannot judge it. Nor is a plan whose
+    steps call another tool, or a tool with other arguments, a rephrase: moving a failed
+    step to a backup tool is a recovery, however alike the descriptions.
     """
     similar_to, threshold = ctx.similar_to, ctx.policy.similarity_threshold
     user_changed = ctx.new.trigger is PlanTrigger.USER_INPUT
     if ctx.current is None or similar_to is None:
         return None
     if not (ctx.similarity >= threshold and not user_changed):
+        return None
+    if not same_calls(similar_to, ctx.new):
         return None
     detail = (
         f"{ctx.new.id} rephrases {similar_to.id} "

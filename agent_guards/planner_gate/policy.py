@@ -111,13 +111,46 @@ def _step_text(step: PlanStep | str) -> str:
     return default_process(text)
 
 
-def _open_texts(plan: PlanVersion | Sequence[PlanStep | str]) -> list[str]:
+def _open_steps(plan: PlanVersion | Sequence[PlanStep | str]) -> list[PlanStep | str]:
     steps: Iterable[PlanStep | str] = plan.steps if isinstance(plan, PlanVersion) else plan
     return [
-        _step_text(s)
+        s
         for s in steps
         if isinstance(s, str) or s.status not in (StepStatus.DONE, StepStatus.SKIPPED)
     ]
+
+
+def _open_texts(plan: PlanVersion | Sequence[PlanStep | str]) -> list[str]:
+    return [_step_text(s) for s in _open_steps(plan)]
+
+
+def same_calls(
+    a: PlanVersion | Sequence[PlanStep | str], b: PlanVersion | Sequence[PlanStep | str]
+) -> bool:
+    """Whether two plans' open steps make the same calls: the same tools with the same
+    arguments, in order (steps naming no tool and no arguments are left out).
+
+    The text of a call is a small part of a step's text, so a plan that moves a step to
+    another tool, or asks a tool something else, can stay above the similarity threshold;
+    it is still a different plan, never a rephrase.
+
+    >>> search = PlanStep("s1", "Look up the contract", tool="contracts", args={"vendor": "Acme"})
+    >>> same_calls([search], [PlanStep("s9", "Find the contract", tool="contracts",
+    ...                                args={"vendor": "Acme"})])
+    True
+    >>> same_calls([search], [PlanStep("s1", "Look up the contract", tool="contracts_backup",
+    ...                                args={"vendor": "Acme"})])
+    False
+    """
+
+    def calls(plan: PlanVersion | Sequence[PlanStep | str]) -> list[tuple[str | None, str]]:
+        return [
+            (s.tool, json.dumps(s.args, sort_keys=True, ensure_ascii=False, default=str))
+            for s in _open_steps(plan)
+            if not isinstance(s, str) and (s.tool or s.args)
+        ]
+
+    return calls(a) == calls(b)
 
 
 def plan_similarity(

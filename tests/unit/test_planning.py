@@ -37,6 +37,7 @@ from agent_guards.planner_gate import (
     plan_similarity,
     progress_update,
     runnable_steps,
+    same_calls,
 )
 from agent_guards.planner_gate.core import RULES
 
@@ -252,6 +253,59 @@ def test_similarity_ignores_finished_steps_and_sees_tools_and_args() -> None:
     a = PlanVersion(1, (PlanStep("a", "查询", tool="search", args={"q": "北京"}),))
     b = PlanVersion(1, (PlanStep("a", "查询", tool="search", args={"q": "上海"}),))
     assert plan_similarity(a, b) < 1.0 == plan_similarity(a, a)
+
+
+LOOKUP = "Look up the renewal date of the Acme contract"
+
+
+def _recovery(tool: str, args: dict[str, Any]) -> tuple[PlanVersion, PlanVersion]:
+    """v1 whose first step failed on ``contracts_primary``, and v2 proposing it on ``tool``."""
+    v1 = PlanVersion(
+        1,
+        (
+            PlanStep("s1", LOOKUP, tool="contracts_primary", args={"vendor": "Acme"}),
+            PlanStep("s2", "Write the answer", depends_on=("s1",)),
+        ),
+        status="accepted",
+    )
+    v1 = mark_step(v1, "s1", "failed", note="contracts_primary: index offline")
+    v2 = PlanVersion(
+        2,
+        (
+            PlanStep("s1b", LOOKUP, tool=tool, args=args),
+            PlanStep("s2", "Write the answer", depends_on=("s1b",)),
+        ),
+        trigger="execution_feedback",
+        parent=1,
+    )
+    return v1, v2
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "verdict", "reason"),
+    [
+        ("contracts_backup", {"vendor": "Acme"}, "replan", "execution_feedback"),
+        ("contracts_primary", {"vendor": "Acme Corp"}, "replan", "execution_feedback"),
+        # the same call again, only reworded: the failed step would run unchanged
+        ("contracts_primary", {"vendor": "Acme"}, "clarify", "same_plan"),
+    ],
+)
+def test_a_step_moved_to_another_call_is_no_rephrase(
+    tool: str, args: dict[str, Any], verdict: str, reason: str
+) -> None:
+    v1, v2 = _recovery(tool, args)
+    tools = {"contracts_primary", "contracts_backup"}
+    d = gate_plan([v1, v2], executed_steps=1, observations=1, tools=tools)
+    assert d.data["similarity"] >= PlannerPolicy().similarity_threshold
+    assert (d.verdict.value, d.reason) == (verdict, reason)
+
+
+def test_same_calls_compares_the_open_steps_tools_and_args() -> None:
+    v1, v2 = _recovery("contracts_backup", {"vendor": "Acme"})
+    assert not same_calls(v1, v2)
+    assert same_calls(v1, replace(v1, steps=(replace(v1.steps[0], description="Find it"),)))
+    done = mark_step(v1, "s1", "done")
+    assert same_calls(done, [PlanStep("s2", "Write the answer")])
 
 
 def test_decision_data_carries_the_evidence_for_the_verdict() -> None:
