@@ -49,6 +49,21 @@ def state_messages(state: Any, key: str) -> list[Any]:
     return list(state_value(state, key) or ())
 
 
+def ends_with_tool_results(messages: Sequence[Any]) -> bool:
+    """Whether the last message, past the notes a guard added, is a tool result: the model
+    is about to read what the tools just returned, not a new user turn. A failure in an
+    earlier step was handled then; judged again, it would end every later turn."""
+    from langchain_core.messages import ToolMessage
+
+    from agent_guards.core.signatures import is_guard_message
+
+    for m in reversed(messages):
+        if getattr(m, "type", None) == "human" and is_guard_message(m):
+            continue
+        return isinstance(m, ToolMessage)
+    return False
+
+
 def graph_store(config: RunnableConfig | None) -> BaseStore | None:
     """The store the running graph was compiled with, or None (outside a graph, no store).
 

@@ -99,6 +99,8 @@ class RetryRouterMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         """End the run on refuse / clarify / abstain / fallback; otherwise let the model go on."""
         refuse_clash(state, type(self).__name__)
         messages = list(state.get("messages") or ())
+        if not _node.ends_with_tool_results(messages):  # a new user turn: nothing to judge
+            return None
         decision = safe_decision(
             "retry_router", self.policy.label, lambda: route_failures(messages, policy=self.policy)
         )

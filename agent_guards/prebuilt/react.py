@@ -52,7 +52,6 @@ from langgraph.types import Command
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.signatures import is_guard_message
 from agent_guards.core.state import DEFAULT_LOG_SIZE, GuardState, Usage, keep_last, merge_usage
 from agent_guards.core.stopping import answer_pending, final_message
 from agent_guards.core.texts import TEXTS_EN, Texts
@@ -394,7 +393,8 @@ class _Checks:
     ) -> dict[str, Any] | None:
         """End on refuse / clarify / abstain / fallback of the results the model just read."""
         policy = self.retry
-        if policy is None or not _read_tool_results(messages):
+        # the model's last call read tool results (not a new user message)
+        if policy is None or not _node.ends_with_tool_results(messages[:-1]):
             return None
         seen = messages[:-1]
         decision = self._safe(
@@ -410,15 +410,6 @@ class _Checks:
         if not any(_same(d, decision) for d in log[-5:]):  # the tool node logged it already
             update["guard_log"] = [decision]
         return update
-
-
-def _read_tool_results(messages: list[Any]) -> bool:
-    """Did the model's last call read tool results (not a new user message)?"""
-    for m in reversed(messages[:-1]):
-        if isinstance(m, HumanMessage) and is_guard_message(m):
-            continue
-        return isinstance(m, ToolMessage)
-    return False
 
 
 def _same(a: Any, b: GuardDecision) -> bool:

@@ -16,7 +16,14 @@ from langgraph.types import Command, interrupt
 from agent_guards.core import LoopDetected, Verdict
 from agent_guards.loop_check import LoopPolicy
 from agent_guards.middleware import LoopGuardMiddleware, RetryRouterMiddleware
-from agent_guards.retry_router import Backoff, CircuitBreaker, RetryRouterPolicy, TransientToolError
+from agent_guards.retry_router import (
+    AmbiguousInput,
+    Backoff,
+    CircuitBreaker,
+    RetryRouterPolicy,
+    TransientToolError,
+)
+from agent_guards.serde import guard_serializer
 from agent_guards.testing import ScriptedChatModel, tool_call_message
 from agent_guards.tool_guard import annotate_tool
 
@@ -156,6 +163,31 @@ def test_permission_errors_end_the_run_without_retry() -> None:
     assert source.calls == 1 and waits == [] and len(model.calls) == 1
     assert out["guard_log"][-1].verdict is Verdict.REFUSE
     assert out["messages"][-1].name == "retry_router"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        PermissionError("403 Forbidden"),  # refuse
+        AmbiguousInput("two cities match", question="Which Springfield?", options=["IL", "MO"]),
+    ],
+)
+def test_an_ending_does_not_end_the_next_user_turn(error: Exception) -> None:
+    source = Source(always=error)
+    model = ScriptedChatModel(script=[tool_call_message("search", {"q": "x"}), "Springfield, IL."])
+    agent = create_agent(
+        model,
+        tools=[source.tool()],
+        middleware=[LoopGuardMiddleware(), RetryRouterMiddleware()],
+        checkpointer=InMemorySaver(serde=guard_serializer()),
+    )
+    cfg: RunnableConfig = {"configurable": {"thread_id": "t"}, "recursion_limit": 60}
+    first = agent.invoke({"messages": [HumanMessage("book it")]}, cfg)
+    assert first["messages"][-1].name == "retry_router" and len(model.calls) == 1
+    # the user answers: the model reads the answer, the earlier failure is not judged again
+    out = agent.invoke({"messages": [HumanMessage("the one in Illinois")]}, cfg)
+    assert len(model.calls) == 2 and out["messages"][-1].content == "Springfield, IL."
+    assert len(out["guard_log"]) == len(first["guard_log"])
 
 
 def test_the_breaker_uses_the_agents_store() -> None:
