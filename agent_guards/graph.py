@@ -431,14 +431,15 @@ def guarded_tool_node(
     tools: str,
     keys: StateKeys | None = None,
     *,
-    required: bool = True,
+    purpose: str = "so failures are classified and retried",
     messages_key: str | None = None,
 ) -> None:
-    """Fail at build time when ``tools`` is a ``ToolNode`` without the guard's wrapper (its
-    failures would escape raw and a retry would re-run nothing; unless not ``required``),
-    or with a guard that keeps the guard channels under other names than ``keys`` (its
-    decisions would go elsewhere), or reads another messages channel than ``messages_key``
-    (the tool node would find no tool call there)."""
+    """Fail at build time when ``tools`` is a ``ToolNode`` without the guard's wrapper (what
+    the helper relies on it for, ``purpose``, would never happen: a failure would escape
+    raw, a retry would re-run nothing, a repeated call would run again), or with a guard
+    that keeps the guard channels under other names than ``keys`` (its decisions would go
+    elsewhere), or reads another messages channel than ``messages_key`` (the tool node
+    would find no tool call there)."""
     from langgraph.prebuilt import ToolNode
 
     spec = (getattr(builder, "nodes", {}) or {}).get(tools)
@@ -446,12 +447,10 @@ def guarded_tool_node(
     if not isinstance(node, ToolNode):
         return
     guard = _guard_of(getattr(node, "_wrap_tool_call", None))
-    if guard is None and not required:
-        return
     if guard is None:
         raise ValueError(
             f"{helper}: {tools!r} is a ToolNode without ToolCallGuard; build it with "
-            f"ToolCallGuard(...).tool_node(tools) so failures are classified and retried"
+            f"ToolCallGuard(...).tool_node(tools) {purpose}"
         )
     if guard.keys != (keys or DEFAULT_KEYS):
         raise ValueError(

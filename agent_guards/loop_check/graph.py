@@ -352,9 +352,13 @@ def add_loop_check(
     _node.require_channels(builder, "add_loop_check", "LoopState", ("guard_log",), keys)
     _node.require_messages(builder, "add_loop_check", messages_key)
     _node.require_free_source(builder, "add_loop_check", source)
-    # a plain ToolNode may come before loop_check; a guarded one must share its channels
-    _node.guarded_tool_node(builder, "add_loop_check", source, keys, required=False,
-                            messages_key=messages_key)  # fmt: skip
+    # the guarded tool node is what answers a repeat from its result and counts each run:
+    # the edge alone would let every repeat run until the stop
+    _node.guarded_tool_node(
+        builder, "add_loop_check", source, keys, messages_key=messages_key,
+        purpose="so a repeated call is answered from its earlier result, not run again, "
+        "and each run is counted in usage",
+    )  # fmt: skip
     # no retry edge here to serve a retry route: the guarded tool node serves it itself
     _node.serve_retries_in_place(getattr(builder.nodes.get(source), "runnable", None))
     path_map = add_loop_nodes(

@@ -51,10 +51,20 @@ def test_an_edge_already_leaving_the_tools_node_is_refused(add: Any) -> None:
         add(b)
 
 
-def test_a_plain_tool_node_under_retry_router_is_refused() -> None:
+@pytest.mark.parametrize(
+    "add",
+    [
+        lambda b: add_loop_check(b, "tools", continue_to="model"),
+        lambda b: add_retry_router(b, "tools", model="model", tools="tools"),
+    ],
+)
+def test_a_plain_tool_node_is_refused(add: Any) -> None:
+    # loop_check's edge alone would let a repeated write run until the stop, uncounted
     b = builder(RetryState, ToolNode([search]))
-    with pytest.raises(ValueError, match=r"ToolNode without ToolCallGuard; build it with"):
-        add_retry_router(b, "tools", model="model", tools="tools")
+    with pytest.raises(
+        ValueError, match=r"ToolNode without ToolCallGuard; build it with ToolCallGuard\(...\)"
+    ):
+        add(b)
 
 
 def test_the_documented_wiring_still_builds() -> None:
