@@ -354,14 +354,26 @@ def require_channels(
         raise ValueError(
             f"{helper}: the graph's state has no {', '.join(map(repr, missing))} channel; add {add}"
         )
-    # a channel of the user's own with no reducer: every write replaces the last one
-    plain = [c for c in (*wanted, keys.usage) if type(have.get(c)).__name__ == "LastValue"]
+    require_reducers(
+        have,
+        helper,
+        (*wanted, keys.usage),
+        f"take it from {mixin} (GuardState's reducers), or keep yours and give the guards "
+        f"other names: keys=StateKeys(log=..., usage=...) on every guard of the graph",
+    )
+
+
+def require_reducers(
+    channels: Mapping[str, Any], helper: str, names: Sequence[str], fix: str
+) -> None:
+    """Fail at build time when a guard channel of the state has no reducer (a field of the
+    user's own): every write would replace the last one, so two guards writing in one step
+    fail at run time and a later decision or count silently replaces an earlier one."""
+    plain = [c for c in names if type(channels.get(c)).__name__ == "LastValue"]
     if plain:
         raise ValueError(
             f"{helper}: the state's {', '.join(map(repr, plain))} channel has no reducer (a "
-            f"field of your own?): each write would replace the guards' earlier ones; take it "
-            f"from {mixin} (GuardState's reducers), or keep yours and give the guards other "
-            f"names: keys=StateKeys(log=..., usage=...) on every guard of the graph"
+            f"field of your own?): each write would replace the guards' earlier ones; {fix}"
         )
 
 

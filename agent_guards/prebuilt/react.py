@@ -44,6 +44,7 @@ from typing import Annotated, Any, NotRequired, Required, get_type_hints
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from langgraph.prebuilt import ToolNode
@@ -159,7 +160,8 @@ def _carry_guard_channels(result: Any, state: Any) -> Any:
 
 
 def check_state_schema(schema: Any, *, owner: str) -> type[Any]:
-    """``schema``, when it has the guard channels; else a ValueError naming the mixin."""
+    """``schema``, when it has the guard channels with their reducers; else a ValueError
+    naming the mixin."""
     if schema is None:
         return GuardedReactState
     try:
@@ -173,6 +175,13 @@ def check_state_schema(schema: Any, *, owner: str) -> type[Any]:
             f"{', '.join(missing)} channel(s), so every guard decision would be dropped: "
             "subclass agent_guards.prebuilt.GuardedReactState (or add agent_guards.GuardState)"
         )
+    _node.require_reducers(
+        StateGraph(schema).channels,
+        f"{owner}: state_schema {getattr(schema, '__name__', schema)}",
+        ("guard_log", "usage"),
+        "take them from agent_guards.prebuilt.GuardedReactState (subclass it: GuardState's "
+        "reducers) and drop your own",
+    )
     return schema  # type: ignore[no-any-return]
 
 

@@ -124,9 +124,10 @@ def add_subgraph(
 ) -> None:
     """Add ``graph`` as the node ``name`` through :func:`subgraph_node`.
 
-    The parent state must have ``messages``, ``guard_log`` and ``usage`` (a ValueError
-    names :class:`~agent_guards.GuardState` otherwise). ``destinations`` lists the nodes a
-    handoff from inside ``graph`` may go to (for drawing the graph; routing needs nothing).
+    The parent state must have ``messages``, ``guard_log`` and ``usage``, the last two
+    with their reducers (a ValueError names :class:`~agent_guards.GuardState` otherwise).
+    ``destinations`` lists the nodes a handoff from inside ``graph`` may go to (for drawing
+    the graph; routing needs nothing).
 
     Example:
         >>> from langgraph.graph import MessagesState
@@ -150,5 +151,12 @@ def add_subgraph(
             f"{', '.join(missing)} channel(s), so the worker's decisions could not reach it: "
             "add agent_guards.GuardState to it (class State(MessagesState, GuardState))"
         )
+    _node.require_reducers(
+        builder.channels,
+        f"add_subgraph({name!r})",
+        ("guard_log", "usage"),
+        "take them from agent_guards.GuardState (class State(MessagesState, GuardState)) "
+        "and drop your own",
+    )
     node = subgraph_node(graph, output_mode=output_mode, name=name)
     builder.add_node(name, node, destinations=destinations or ())

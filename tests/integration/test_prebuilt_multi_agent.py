@@ -26,7 +26,7 @@ from agent_guards.prebuilt import (
 )
 from agent_guards.testing import ScriptedChatModel, tool_call_message
 from agent_guards.tool_guard import annotate_tool
-from tests.integration.test_prebuilt_react import _unanswered
+from tests.integration.test_prebuilt_react import OwnChannels, _unanswered
 
 
 def _again(name: str, args: dict[str, Any]) -> Any:
@@ -321,6 +321,7 @@ def test_the_unguarded_supervisor_doubles_what_the_guarded_one_records_once() ->
     [
         ({"post_model_hook": lambda s: {}}, ValueError, "sets post_model_hook itself"),
         ({"state_schema": MessagesState}, ValueError, "GuardedReactState"),
+        ({"state_schema": OwnChannels}, ValueError, "channel has no reducer"),
         ({"tools": "not a list"}, TypeError, "tools"),
     ],
 )

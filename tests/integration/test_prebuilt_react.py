@@ -174,6 +174,22 @@ def test_mistakes_fail_when_the_agent_is_built(kwargs: dict[str, Any], match: st
         guarded_react_agent(ScriptedChatModel(script=[]), [_search_tool([])], **kwargs)
 
 
+class OwnChannels(GuardedReactState):
+    """The guard channels redeclared without their reducers."""
+
+    guard_log: list[Any]  # type: ignore[misc]
+    usage: dict[str, Any]  # type: ignore[misc]
+
+
+def test_a_state_schema_whose_guard_channels_have_no_reducer_is_refused() -> None:
+    # two tool calls in one step would each write usage: one value per step, or a lost count
+    with pytest.raises(
+        ValueError, match=r"'guard_log', 'usage' channel has no reducer.*GuardedReactState"
+    ):
+        guarded_react_agent(ScriptedChatModel(script=[]), [_search_tool([])],
+                            state_schema=OwnChannels)  # fmt: skip
+
+
 def test_a_plain_tool_node_is_rejected_with_the_fix() -> None:
     with pytest.raises(ValueError, match="pass the list of tools"):
         react_agent_hooks(ToolNode([_search_tool([])]))

@@ -193,6 +193,18 @@ def test_add_subgraph_names_the_missing_channels() -> None:
         add_subgraph(builder, "worker", agent)
 
 
+class OwnChannels(MessagesState):
+    guard_log: list[Any]
+    usage: dict[str, Any]
+
+
+def test_add_subgraph_refuses_guard_channels_without_reducers() -> None:
+    # a second worker's decisions and counts would replace the first one's
+    agent = guarded_react_agent(ScriptedChatModel(script=[]), [])
+    with pytest.raises(ValueError, match=r"channel has no reducer.*agent_guards\.GuardState"):
+        add_subgraph(StateGraph(OwnChannels), "worker", agent)
+
+
 class PlanExecute(GuardState, total=False):
     """The tutorial's state, plus the guard channels."""
 
