@@ -476,6 +476,40 @@ def guarded_tool_node(
         )
 
 
+def require_retry_targets(builder: Any, helper: str, *, model: str, tools: str) -> None:
+    """Fail at build time when ``model=`` or ``tools=`` names the wrong kind of node (a node
+    not added yet is not checked). A ``retry`` goes back to ``tools``, where the guard
+    re-runs only the failed calls: any other node would record the retry and serve none.
+    ``repair`` and ``replan`` go back to ``model``: a tool node there would run no model."""
+    from langgraph.prebuilt import ToolNode
+
+    nodes = getattr(builder, "nodes", {}) or {}
+
+    def kind(name: str) -> str:
+        if name not in nodes:
+            return "absent"
+        return "tools" if isinstance(getattr(nodes[name], "runnable", None), ToolNode) else "other"
+
+    model_kind, tools_kind = kind(model), kind(tools)
+    if model_kind == "tools" and tools_kind == "other":
+        raise ValueError(
+            f"{helper}: model={model!r} is a ToolNode and tools={tools!r} is not: model= and "
+            f"tools= are swapped; pass model={tools!r}, tools={model!r}"
+        )
+    if model_kind == "tools":
+        raise ValueError(
+            f"{helper}: model={model!r} is a ToolNode; model= names the node that calls the "
+            f"model (repair and replan go back there), tools= the ToolCallGuard(...).tool_node "
+            f"node (a retry goes back there)"
+        )
+    if tools_kind == "other":
+        raise ValueError(
+            f"{helper}: tools={tools!r} is not a ToolNode, so a retry would run that node again "
+            f"and never the failed calls; pass tools= the node built with "
+            f"ToolCallGuard(...).tool_node(tools)"
+        )
+
+
 def serve_retries_in_place(node: Any) -> None:
     """Have a guarded ``ToolNode`` serve its ``retry`` routes in the call.
 

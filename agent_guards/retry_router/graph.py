@@ -303,10 +303,10 @@ def add_retry_router(
     ToolCallGuard must have the same.
 
     Example:
-        >>> from agent_guards import RetryState, add_retry_router
+        >>> from agent_guards import RetryState, ToolCallGuard, add_retry_router
         >>> builder = StateGraph(RetryState)
         >>> _ = builder.add_node("model", lambda s: {})
-        >>> _ = builder.add_node("tools", lambda s: {})
+        >>> _ = builder.add_node("tools", ToolCallGuard().tool_node([]))
         >>> add_retry_router(builder, "tools", model="model", tools="tools")
         {'retry': 'tools', 'repair': 'model', 'replan': 'model', 'continue': 'model',
          'refuse': 'retry_finish', 'clarify': 'retry_finish', 'abstain': 'retry_finish',
@@ -319,6 +319,7 @@ def add_retry_router(
     _node.require_channels(builder, "add_retry_router", "RetryState", ("guard_log",), keys)
     _node.require_messages(builder, "add_retry_router", messages_key)
     _node.require_free_source(builder, "add_retry_router", source)
+    _node.require_retry_targets(builder, "add_retry_router", model=model, tools=tools)
     _node.guarded_tool_node(builder, "add_retry_router", tools, keys, messages_key=messages_key)
     builder.add_node(
         "retry_finish",

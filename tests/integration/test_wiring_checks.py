@@ -67,6 +67,22 @@ def test_a_plain_tool_node_is_refused(add: Any) -> None:
         add(b)
 
 
+@pytest.mark.parametrize(
+    ("targets", "match"),
+    [
+        ({"model": "tools", "tools": "model"}, r"are swapped; pass model='model', tools='tools'"),
+        ({"model": "model", "tools": "model"}, r"tools='model' is not a ToolNode.*ToolCallGuard"),
+        ({"model": "tools", "tools": "tools"}, r"model='tools' is a ToolNode; model= names"),
+    ],
+)
+def test_retry_router_targets_of_the_wrong_kind_are_refused(
+    targets: dict[str, str], match: str
+) -> None:
+    # a retry sent anywhere but the guarded tool node is recorded and never served
+    with pytest.raises(ValueError, match=match):
+        add_retry_router(builder(RetryState), "tools", **targets)
+
+
 def test_the_documented_wiring_still_builds() -> None:
     for state in (LoopState, RetryState):
         b = builder(state)
