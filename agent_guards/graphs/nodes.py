@@ -410,6 +410,8 @@ class Nodes:
         reply = self.agent_model.invoke(messages)
         calls = isinstance(reply, AIMessage) and bool(reply.tool_calls)
         update = {"step_messages": [reply], "usage": usage_of(reply)}
+        if calls and (refusal := self.not_approved(state, config, reply)) is not None:
+            return Command(goto="record_step", update=_after(fitted, {**update, **refusal}))
         if calls and (outcome := self.stop_now(state, config)) is not None:
             # the tool budget is spent and the model asks for more: the step ends here,
             # its calls answered as not run
@@ -419,6 +421,52 @@ class Nodes:
             update = {**update, "step_messages": [reply, *refused, note], "outcome": outcome}
             return Command(goto="record_step", update=_after(fitted, update))
         return Command(goto="tools" if calls else "record_step", update=_after(fitted, update))
+
+    def not_approved(
+        self, state: Mapping[str, Any], config: RunnableConfig, reply: AIMessage
+    ) -> dict[str, Any] | None:
+        """The refusal of a turn that asks for a call a human did not approve; None when
+        the running step needs no approval or every call is the approved one.
+
+        A human approved a step's tool with its arguments (as they corrected them), not
+        whatever the model asks for next: in an approved step, a turn with any other call
+        (another tool, other arguments) runs none of its calls. Each is answered as not
+        executed, the refusal is a decision, and the step ends refused (the run does not
+        ask the model again, nor the human about a call they never saw)."""
+        current = current_plan(state.get("plans") or [])
+        step = _step_of(current, state.get("current_step"))
+        if not self.pol.guards or step is None or step.approved is not True:
+            return None
+        approved = canonical_args(step.args)
+        other = [
+            c
+            for c in reply.tool_calls
+            if c.get("name") != step.tool or canonical_args(c.get("args") or {}) != approved
+        ]
+        if not other:
+            return None
+        asked = ", ".join(f"{c.get('name')}({canonical_args(c.get('args') or {})})" for c in other)
+        allowed = f"{step.tool}({approved})" if step.tool else "no tool call"
+        detail = f"step {step.id} was approved for {allowed}; not approved: {asked}"
+        decision = GuardDecision(
+            guard="planner_gate",
+            verdict=Verdict.REFUSE,
+            reason="not_approved",
+            detail=detail,
+            selected_ids=(step.id,),
+            dropped_ids=tuple(str(c.get("id")) for c in other if c.get("id")),
+            data={"step": step.id, "tool": step.tool, "args": dict(step.args),
+                  "calls": [{"name": c.get("name"), "args": c.get("args")} for c in other]},
+        )  # fmt: skip
+        refused = answer_pending(
+            [reply], f"[planner_gate] Not executed: {detail}.", name="planner_gate"
+        )
+        meta = {"agent_guards": {"reason": "not_approved", "verdict": "refuse"}}
+        note = AIMessage(f"Stopped: {detail}.", name="planner_gate", response_metadata=meta)
+        return {
+            "step_messages": [reply, *refused, note],
+            "guard_log": [stamp(decision, config)],
+        }
 
     def record_step(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
         current = current_plan(state.get("plans") or [])
@@ -638,6 +686,8 @@ def _after(fitted: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any]:
         return update
     merged = {**fitted, **update}
     merged["step_messages"] = [*fitted.get("step_messages", ()), *update["step_messages"]]
+    if "guard_log" in fitted and "guard_log" in update:
+        merged["guard_log"] = [*fitted["guard_log"], *update["guard_log"]]
     return merged
 
 

@@ -29,7 +29,12 @@ def step_outcome(
 ) -> tuple[StepStatus, str, str]:
     """(status, note, route) of a finished step, from how its ReAct loop ended."""
     last = messages[-1] if messages else None
-    if isinstance(last, AIMessage) and last.name in ("loop_check", "retry_router", "budget"):
+    if isinstance(last, AIMessage) and last.name in (
+        "loop_check",
+        "retry_router",
+        "budget",
+        "planner_gate",
+    ):
         meta = (last.response_metadata or {}).get("agent_guards", {})
         route = "refuse" if meta.get("verdict") == "refuse" else "failed"
         return StepStatus.FAILED, f"{last.name}: {meta.get('reason', 'stopped')}", route

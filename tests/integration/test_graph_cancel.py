@@ -9,17 +9,21 @@ such an answer to the approval question; a message with a task in it is never a 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from agent_guards import GuardDecision, PlanStep
-from agent_guards.graphs.plan_execute import build_graph
-from agent_guards.graphs.scenarios import scenario_config
+from agent_guards.graphs.plan_execute import Policies, build_graph, run_config
+from agent_guards.graphs.scenarios import RoleScript, scenario_config
 from agent_guards.planner_gate import StepStatus
+from agent_guards.testing import tool_call_message
 from agent_guards.tool_guard import RunLedger
 from tests.integration._reference import (
     CONFLICT,
@@ -126,6 +130,56 @@ def test_cancel_stops_new_calls_compensates_and_records(
     # the decision is in guard_log, and the step is marked cancelled
     assert _gate(done["guard_log"])[-1] == ("stop", reason, ("s2",))
     assert done["plans"][-1].step("s2").status is StepStatus.CANCELLED
+    assert done["plans"][-1].step("s1").status is StepStatus.DONE
+
+
+def _transfer_run(call_amount: int) -> tuple[dict[str, Any], list[int]]:
+    """A high-risk transfer approved with corrected arguments (amount 50 instead of 100),
+    then a model that calls transfer with ``call_amount``: what ran, and the final state."""
+    paid: list[int] = []
+
+    @tool
+    def transfer(amount: int) -> str:
+        """Wire money to the vendor."""
+        paid.append(amount)
+        return f"sent {amount}"
+
+    step = {"id": "s1", "description": "pay the invoice", "tool": "transfer",
+            "args": {"amount": 100}, "risk": "high"}  # fmt: skip
+    script = RoleScript(
+        parse_goal=[json.dumps({"intent": "pay", "dimensions": ["payment"]})],
+        plan=[json.dumps({"steps": [step]})],
+        agent=[tool_call_message("transfer", {"amount": call_amount}), "paid"],
+        review=[json.dumps({"action": "finish"})],
+    )
+    graph = build_graph(script.model(), [transfer], checkpointer=InMemorySaver())
+    config = run_config(Policies(), thread_id="pay")
+    _pause(graph, config, "Pay the invoice.")
+    done = graph.invoke(Command(resume={"approved": True, "by": "ops", "args": {"amount": 50}}),
+                        config)  # fmt: skip
+    return done, paid
+
+
+def test_an_approved_step_runs_only_the_call_that_was_approved() -> None:
+    """The human approved transfer(amount=50): a model that calls transfer(amount=100000)
+    runs nothing, the step ends refused, and the refusal is a decision."""
+    done, paid = _transfer_run(100_000)
+    assert paid == []
+    assert done["outcome"]["route"] == "refuse"
+    assert done["outcome"]["reason"] == "planner_gate: not_approved"
+    (refusal,) = [d for d in done["guard_log"] if d.reason == "not_approved"]
+    assert refusal.guard == "planner_gate" and refusal.verdict.value == "refuse"
+    assert refusal.data["args"] == {"amount": 50}
+    assert refusal.data["calls"] == [{"name": "transfer", "args": {"amount": 100_000}}]
+    step = done["plans"][-1].step("s1")
+    assert step.approved is True and step.status is StepStatus.FAILED
+    assert done["usage"].get("tool_calls", 0) == 0
+
+
+def test_an_approved_step_runs_the_call_with_the_corrected_arguments() -> None:
+    done, paid = _transfer_run(50)
+    assert paid == [50]
+    assert not [d for d in done["guard_log"] if d.reason == "not_approved"]
     assert done["plans"][-1].step("s1").status is StepStatus.DONE
 
 
