@@ -27,6 +27,7 @@ from agent_guards.context_guard import flag_evidence, tool_result_flags
 from agent_guards.context_guard.graph import context_guard_node
 from agent_guards.core import Effect, now_from_config
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.policy import is_number
 from agent_guards.core.signatures import canonical_args
 from agent_guards.core.stopping import answer_pending
 from agent_guards.core.texts import Texts
@@ -127,7 +128,12 @@ class Nodes:
         return keep_done_writes(versions, new, reads=self.reads) if self.pol.guards else new
 
     def stop_now(
-        self, state: Mapping[str, Any], config: RunnableConfig, *, needs_tools: bool = True
+        self,
+        state: Mapping[str, Any],
+        config: RunnableConfig,
+        *,
+        needs_tools: bool = True,
+        needs_replan: bool = False,
     ) -> dict[str, Any] | None:
         """The outcome to end on before doing more work: a cancel the caller asked for
         between steps (``cancel_run``), or a spent budget; None to go on.
@@ -135,13 +141,20 @@ class Nodes:
         ``needs_tools=False`` for a model call that may finish without a tool (a step's
         next turn, the review): ``max_tool_calls`` bounds executions, and the tool node
         checks it per call, so a spent tool budget alone does not stop it. A run whose
-        last tool call spent the budget exactly still gets its answer."""
+        last tool call spent the budget exactly still gets its answer.
+
+        ``needs_replan=True`` for work whose plan would be one more replan (a plan after
+        the first, a later turn's goal): ``max_replans`` is checked before it. Elsewhere the
+        replans counted so far were accepted and may run: ``max_replans=N`` runs N of them."""
         cancel = (config.get("configurable") or {}).get(CANCEL_KEY)
         if cancel:
             return {"route": "cancelled", "reason": "cancelled", "detail": str(cancel)}
         usage = state.get("usage")
         if not needs_tools and isinstance(usage, Mapping):
-            state = {**state, "usage": {**usage, "tool_calls": 0}}
+            state = usage_set(state, tool_calls=0)
+        replans: Any = usage.get("replans") if isinstance(usage, Mapping) else None
+        if not needs_replan and is_number(replans) and replans > 0:
+            state = usage_set(state, replans=replans - 1)  # the last accepted one may run
         reason = self.over_budget(state, config)
         return _stopped(reason, self.pol.texts) if reason is not None else None
 
@@ -291,7 +304,9 @@ class Nodes:
         return Command(goto="review", update=update)
 
     def parse_goal(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
-        if (outcome := self.stop_now(state, config) or self.asked_to_stop(state)) is not None:
+        later = bool(state.get("plans"))  # a later turn: its plan would be one more replan
+        stop = self.stop_now(state, config, needs_replan=later)
+        if (outcome := stop or self.asked_to_stop(state)) is not None:
             # a cancel, or a later turn on a thread whose budget is spent: no new model call
             stopped: dict[str, Any] = {"outcome": outcome}
             if outcome["route"] == "cancelled":
@@ -330,9 +345,9 @@ class Nodes:
         return Command(goto="memory_resolve", update=update)
 
     def plan(self, state: PlanExecuteState, config: RunnableConfig) -> Command[Any]:
-        if (outcome := self.stop_now(state, config)) is not None:
-            return Command(goto="evidence_resolve", update={"outcome": outcome})
         versions = state.get("plans") or []
+        if (outcome := self.stop_now(state, config, needs_replan=bool(versions))) is not None:
+            return Command(goto="evidence_resolve", update={"outcome": outcome})
         current = current_plan(versions)
         prompt = [SystemMessage(PLAN_PROMPT), HumanMessage(plan_context(state, current))]
         trigger = PlanTrigger(
@@ -547,6 +562,9 @@ class Nodes:
         if spec.action == "finish":
             return Command(goto="evidence_resolve", update=update)
         if revised is not None:
+            if (outcome := self.stop_now(state, config, needs_replan=True)) is not None:
+                # a revision is one replan more than the budget allows: not proposed
+                return Command(goto="evidence_resolve", update={**update, "outcome": outcome})
             update["plans"] = [revised]
         return Command(goto="planner_gate", update=update)
 
@@ -678,6 +696,11 @@ class Nodes:
         outcome["human"] = answer
         reply = AIMessage(f"A reviewer decided: {answer}", name="escalate")
         return {"outcome": outcome, "messages": [reply]}
+
+
+def usage_set(state: Mapping[str, Any], **counters: Any) -> dict[str, Any]:
+    """``state`` with these ``usage`` counters replaced (for a check, never written)."""
+    return {**state, "usage": {**state["usage"], **counters}}
 
 
 def _after(fitted: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -119,6 +119,26 @@ def test_a_second_turn_on_the_thread_keeps_counting_and_trips_earlier(
     assert second["usage"]["replans"] == 1
 
 
+def test_max_replans_runs_that_many_replans_and_refuses_the_next(tmp_path: Path) -> None:
+    """``max_replans=1``: the second turn's plan (the thread's one replan) runs to its
+    answer; a third turn, which would need a second replan, stops before any model call."""
+    scenario = lookups_scenario(tmp_path)
+    pol = _policies(max_replans=1)
+    with persistence("memory", tmp_path) as (saver, store):
+        first = run_sync(scenario, saver, store, "t", policies=pol)
+        second = run_sync(scenario, saver, store, "t", message="gamma?", policies=pol)
+        third = run_sync(scenario, saver, store, "t", message="gamma again?", policies=pol)
+    assert first["outcome"]["route"] == "answer"
+    assert second["outcome"]["route"] == "answer"
+    assert second["usage"]["replans"] == 1
+    assert second["plans"][-1].status.value == "accepted"
+    assert [s.status.value for s in second["plans"][-1].steps] == ["done"]
+    assert third["outcome"]["route"] == "partial"
+    assert third["outcome"]["reason"] == "max_replans"
+    assert "I used 1 of 1 allowed replans" in third["outcome"]["text"]
+    assert third["usage"] == second["usage"]  # nothing spent on the refused replan
+
+
 def test_a_retry_after_the_stop_spends_nothing(tmp_path: Path) -> None:
     """Asking again on a thread whose budget is spent: no model call, no tool call."""
     scenario = lookups_scenario(tmp_path)
