@@ -68,7 +68,6 @@ from .prompts import (
     GoalSpec,
     PlanSpec,
     ReviewSpec,
-    ask,
     last_human,
     plan_context,
     step_brief,
@@ -119,9 +118,10 @@ class Nodes:
             if policies.loop.effects.of(t.name, getattr(t, "metadata", None)) is Effect.READ
         )
         self.agent_model = model.bind_tools(tools)
-        self.goal_model = model.with_structured_output(GoalSpec)
-        self.plan_model = model.with_structured_output(PlanSpec)
-        self.review_model = model.with_structured_output(ReviewSpec)
+        # with the raw reply, for the tokens it reports (usage["tokens"], Budget.max_tokens)
+        self.goal_model = model.with_structured_output(GoalSpec, include_raw=True)
+        self.plan_model = model.with_structured_output(PlanSpec, include_raw=True)
+        self.review_model = model.with_structured_output(ReviewSpec, include_raw=True)
 
     def keep_done(self, versions: Sequence[PlanVersion], new: PlanVersion) -> PlanVersion:
         """A new version never re-runs a write that is done (a read may run again)."""
@@ -313,24 +313,34 @@ class Nodes:
                 stopped |= self.cancel_in_flight(state, config, outcome["detail"])
             return Command(goto="respond", update=stopped)
         text = last_human(state["messages"])
-        spec = ask(self.goal_model, GoalSpec, [SystemMessage(PARSE_PROMPT), HumanMessage(text)])
-        goal = Goal(
-            spec.intent,
-            spec.constraints,
-            required=self.pol.required_constraints,
-            dimensions=tuple(spec.dimensions),
-        )
-        update: dict[str, Any] = {
+        prompt = [SystemMessage(PARSE_PROMPT), HumanMessage(text)]
+
+        def build(spec: GoalSpec) -> tuple[GoalSpec, Goal]:
+            dims = tuple(spec.dimensions)
+            goal = Goal(spec.intent, spec.constraints, required=self.pol.required_constraints,
+                        dimensions=dims)  # fmt: skip
+            return spec, goal
+
+        tried = structured_call(self.goal_model, GoalSpec, prompt, build, what="goal")
+        ended, malformed = malformed_outcome("goal", tried)
+        usage: dict[str, float] = {"model_calls": tried.calls, "steps": 1, "tokens": tried.tokens}
+        started, decisions = self.start_clock(state, config)
+        if started:  # the first run of the thread: max_seconds counts from now
+            usage |= started
+        logged = [*decisions, *(stamp(d, config) for d in malformed)]
+        if ended is not None:  # the run ends on a clarify that says why, not an exception
+            update: dict[str, Any] = {"outcome": ended, "usage": usage, "guard_log": logged}
+            return Command(goto="respond", update=update)
+        spec, goal = tried.value
+        update = {
             "goal": goal,
             "memory_facts": [f.model_dump() for f in spec.facts],
             "outcome": {},
-            "usage": {"model_calls": 1, "steps": 1},
+            "usage": usage,
             **progress_update(observations=1),
         }
-        started, decisions = self.start_clock(state, config)
-        if started:  # the first run of the thread: max_seconds counts from now
-            update["usage"] |= started
-            update["guard_log"] = decisions
+        if logged:
+            update["guard_log"] = logged
         if state.get("plans"):  # a new turn on this thread: its plan answers user input
             update["replan_trigger"] = "user_input"
             if _outcome_of(state).get("route") == "answer":  # a new request, not a reply
@@ -366,7 +376,9 @@ class Nodes:
 
         tried = structured_call(self.plan_model, PlanSpec, prompt, build, what="plan")
         ended, decisions = malformed_outcome("plan", tried)
-        update: dict[str, Any] = {"usage": {"model_calls": tried.calls, "steps": 1}}
+        update: dict[str, Any] = {
+            "usage": {"model_calls": tried.calls, "steps": 1, "tokens": tried.tokens}
+        }
         if decisions:
             update["guard_log"] = [stamp(d, config) for d in decisions]
         if ended is not None:  # the run ends on a clarify that says why, not an exception
@@ -553,7 +565,9 @@ class Nodes:
 
         tried = structured_call(self.review_model, ReviewSpec, prompt, build, what="review")
         ended, decisions = malformed_outcome("review", tried)
-        update: dict[str, Any] = {"usage": {"model_calls": tried.calls, "steps": 1}}
+        update: dict[str, Any] = {
+            "usage": {"model_calls": tried.calls, "steps": 1, "tokens": tried.tokens}
+        }
         if decisions:
             update["guard_log"] = [stamp(d, config) for d in decisions]
         if ended is not None:

@@ -87,15 +87,35 @@ def last_human(messages: Sequence[AnyMessage]) -> str:
     return ""
 
 
-def ask(model: Runnable[Any, Any], schema: type[Spec], messages: list[BaseMessage]) -> Spec:
-    """One structured-output call, validated into ``schema`` (some providers return dicts)."""
+def ask(
+    model: Runnable[Any, Any],
+    schema: type[Spec],
+    messages: list[BaseMessage],
+    spent: list[int] | None = None,
+) -> Spec:
+    """One structured-output call, validated into ``schema`` (some providers return dicts).
+
+    ``model`` may be built with ``include_raw=True``: the raw reply's tokens are then
+    added to ``spent`` (before a malformed reply raises, so a failed attempt counts too)."""
     out = model.invoke(messages)
+    if isinstance(out, Mapping) and {"raw", "parsed", "parsing_error"} <= set(out):
+        if spent is not None and isinstance(out["raw"], AIMessage):
+            spent.append(tokens_of(out["raw"]))
+        if out["parsing_error"] is not None:
+            raise out["parsing_error"]
+        out = out["parsed"]
     return out if isinstance(out, schema) else schema.model_validate(out)
 
 
+def tokens_of(reply: AIMessage) -> int:
+    """The tokens the model reports for ``reply`` (0 when it reports none)."""
+    usage: Mapping[str, Any] = reply.usage_metadata or {}
+    tokens = usage.get("total_tokens", 0)
+    return int(tokens) if isinstance(tokens, int | float) and not isinstance(tokens, bool) else 0
+
+
 def usage_of(reply: AIMessage) -> dict[str, int]:
-    tokens = (reply.usage_metadata or {}).get("total_tokens", 0) if reply.usage_metadata else 0
-    return {"model_calls": 1, "steps": 1, "tokens": int(tokens)}
+    return {"model_calls": 1, "steps": 1, "tokens": tokens_of(reply)}
 
 
 def to_steps(specs: Sequence[StepSpec]) -> tuple[PlanStep, ...]:

@@ -1,7 +1,7 @@
 """Malformed structured output from the model: one repair attempt, then a clear ending.
 
 A plan whose steps depend on a step that does not exist, form a cycle, repeat or lack an
-id, name an unknown risk, are not a list, or are not JSON at all (and a review that is
+id, name an unknown risk, are not a list, or are not JSON at all (and a goal or a review that is
 malformed the same ways) is not an exception for the caller: the model is asked once more
 with the validation error, and if the second answer is no better the run ends on a
 ``clarify`` outcome that says why, recorded as decisions. The thread is left finished, not
@@ -37,6 +37,8 @@ class Attempts:
     value: Any
     calls: int
     errors: tuple[str, ...] = field(default_factory=tuple)
+    tokens: int = 0
+    """The tokens the model reported for every attempt."""
 
     @property
     def failed(self) -> bool:
@@ -63,6 +65,7 @@ def structured_call(
     ``TypeError``: pydantic, JSON, the plan's own checks) once more with the error shown
     to the model. Other errors (the model call failing) propagate."""
     errors: list[str] = []
+    spent: list[int] = []
     for attempt in (1, 2):
         messages = list(prompt)
         if errors:
@@ -73,10 +76,11 @@ def structured_call(
                 )
             )
         try:
-            return Attempts(build(ask(model, schema, messages)), attempt, tuple(errors))
+            value = build(ask(model, schema, messages, spent))
+            return Attempts(value, attempt, tuple(errors), sum(spent))
         except (ValueError, TypeError) as err:
             errors.append(_error_text(err))
-    return Attempts(None, 2, tuple(errors))
+    return Attempts(None, 2, tuple(errors), sum(spent))
 
 
 def malformed_outcome(

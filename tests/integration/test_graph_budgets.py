@@ -7,15 +7,19 @@ keeps counting where the thread left off.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import Command
 
 from agent_guards import Budget
 from agent_guards.graphs.plan_execute import Policies
-from agent_guards.graphs.scenarios import scenario_config
+from agent_guards.graphs.scenarios import RoleScript, scenario_config
+from agent_guards.testing import ScriptedChatModel
 from tests.integration._reference import (
     TIGHT,
     async_persistence,
@@ -137,6 +141,39 @@ def test_max_replans_runs_that_many_replans_and_refuses_the_next(tmp_path: Path)
     assert third["outcome"]["reason"] == "max_replans"
     assert "I used 1 of 1 allowed replans" in third["outcome"]["text"]
     assert third["usage"] == second["usage"]  # nothing spent on the refused replan
+
+
+class _Reporting:
+    """A scripted model whose every reply reports 1000 tokens (``usage_metadata``)."""
+
+    used: ClassVar[dict[str, int]] = {
+        "input_tokens": 900, "output_tokens": 100, "total_tokens": 1000,
+    }  # fmt: skip
+
+    def __init__(self, script: RoleScript) -> None:
+        self.script = script
+
+    def reply(self, messages: list[BaseMessage]) -> AIMessage:
+        out = self.script(messages)
+        if isinstance(out, AIMessage):
+            return out.model_copy(update={"usage_metadata": self.used})
+        text = out if isinstance(out, str) else json.dumps(out)
+        return AIMessage(text, usage_metadata=self.used)
+
+    def model(self) -> ScriptedChatModel:
+        return ScriptedChatModel(script=[self.reply], repeat_last=True)
+
+
+def test_every_model_call_counts_its_tokens(tmp_path: Path) -> None:
+    """The goal, the plan and the review count their tokens as the step's model calls
+    do, so ``max_tokens=2500`` stops the run after the third call."""
+    base = lookups_scenario(tmp_path)
+    scenario = replace(base, script=lambda: _Reporting(base.script()))  # type: ignore[arg-type,return-value]
+    with persistence("memory", tmp_path) as (saver, store):
+        state = run_sync(scenario, saver, store, "t", policies=_policies(max_tokens=2500))
+    assert state["usage"]["model_calls"] == 3  # goal, plan, the step's first turn
+    assert state["usage"]["tokens"] == 3000
+    assert (state["outcome"]["route"], state["outcome"]["reason"]) == ("partial", "max_tokens")
 
 
 def test_a_retry_after_the_stop_spends_nothing(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
@@ -60,8 +61,22 @@ MALFORMED_REVIEWS = {
 }
 
 
-def _script(plan: Any = None, review: Any = None) -> RoleScript:
+def _parser_error(messages: Sequence[BaseMessage]) -> str:
+    """A structured-output parser that gave up (what langchain raises on bad JSON)."""
+    raise OutputParserException('Failed to parse GoalSpec from completion {"intent": ')
+
+
+MALFORMED_GOALS: dict[str, Any] = {
+    "not JSON": "Sure! The goal is: the approval threshold",
+    "wrong types": json.dumps({"intent": ["x"], "constraints": "Acme"}),
+    "parser exception": _parser_error,
+}
+
+
+def _script(plan: Any = None, review: Any = None, goal: Any = None) -> RoleScript:
     replies = dict(SCENARIO.script().replies)
+    if goal is not None:
+        replies["parse_goal"] = [goal]
     if plan is not None:
         replies["plan"] = [plan]
     if review is not None:
@@ -89,6 +104,19 @@ def test_a_malformed_plan_is_repaired_once_then_clarified(reply: str) -> None:
     assert [d.verdict for d in mine] == [Verdict.REPAIR, Verdict.CLARIFY]
     assert state["usage"]["model_calls"] >= 3  # parse + two plan attempts
     assert not state.get("plans")
+
+
+@pytest.mark.parametrize("reply", list(MALFORMED_GOALS.values()), ids=list(MALFORMED_GOALS))
+def test_a_malformed_goal_is_repaired_once_then_clarified(reply: Any) -> None:
+    state, snapshot, _ = _run(_script(goal=reply))
+    outcome = state["outcome"]
+    assert (outcome["route"], outcome["reason"]) == ("clarify", "malformed_goal")
+    assert "invalid twice" in outcome["text"]
+    assert snapshot.next == ()
+    mine = [d for d in state["guard_log"] if d.reason == "malformed_goal"]
+    assert [d.verdict for d in mine] == [Verdict.REPAIR, Verdict.CLARIFY]
+    assert state["usage"]["model_calls"] == 2  # two goal attempts, nothing after
+    assert not state.get("plans") and not state.get("goal")
 
 
 @pytest.mark.parametrize("reply", list(MALFORMED_REVIEWS.values()), ids=list(MALFORMED_REVIEWS))
