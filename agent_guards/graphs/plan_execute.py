@@ -92,7 +92,8 @@ def build_graph(
         policies: Every guard's policy; :class:`Policies` defaults when omitted.
         checkpointer: Any LangGraph checkpointer (SQLite, Postgres, in-memory) or None.
         store: A ``BaseStore`` for long-term memories, circuit breakers and archived
-            context (the breaker is off without one).
+            context. The breaker lives in the run's store: this one, or the Agent Server's
+            under ``langgraph dev``; it is off for a run without any.
         compensations: Tool name -> undo hook run, when a run is cancelled, once for each
             call of that tool that ran and succeeded on the thread (newest first; handed
             the plan step that ran it). Each returns a line for the record.
@@ -312,10 +313,10 @@ def _add_tools(
         )
         builder.add_edge("tools", "agent")
         return
-    guard = ToolCallGuard(
+    guard = _RunStoreGuard(
         loop=pol.loop,
         retry=pol.retry,
-        breaker=pol.breaker if store is not None else None,
+        breaker=pol.breaker,  # in the run's store, or off for a run without one
         messages_key="step_messages",
         budget=pol.budget,  # max_tool_calls is checked per call, not per turn
         # what the tools really did, per thread: forks and resumes never re-run a write
@@ -339,6 +340,25 @@ def _add_tools(
         messages_key="step_messages",
         end="record_step",
     )
+
+
+class _RunStoreGuard(ToolCallGuard):
+    """A ToolCallGuard whose circuit breaker lives in the run's store: the one the graph
+    was compiled with, or the one the Agent Server attaches to a graph built without one
+    (``langgraph dev``). A run without a store has no breaker (it keeps its state there)."""
+
+    def _storeless(self, request: Any) -> bool:
+        return self.breaker is not None and getattr(request.runtime, "store", None) is None
+
+    def __call__(self, request: Any, execute: Any) -> Any:
+        if self._storeless(request):
+            return ToolCallGuard.__call__(replace(self, breaker=None), request, execute)
+        return super().__call__(request, execute)
+
+    async def awrap(self, request: Any, execute: Any) -> Any:
+        if self._storeless(request):
+            return await ToolCallGuard.awrap(replace(self, breaker=None), request, execute)
+        return await super().awrap(request, execute)
 
 
 def _async_sleep(sleep: Callable[[float], Any]) -> Callable[[float], Any]:

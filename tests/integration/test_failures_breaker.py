@@ -357,3 +357,29 @@ def test_a_spent_retry_budget_routes_fallback_without_calling_the_tool() -> None
     )
     assert source.calls == 2, "the first call and the one retry the budget allowed"
     assert routes(out)[-1] == ("fallback", "retry_budget_exhausted")
+
+
+# 9. the reference graph under langgraph dev: the server's store holds the breaker -----------
+
+
+@pytest.mark.parametrize("store", [True, False], ids=["server store", "no store"])
+async def test_the_reference_graph_breaker_uses_the_store_the_run_brings(store: bool) -> None:
+    """Built store-free by the ``langgraph.json`` factory, then given the store the Agent
+    Server attaches: rate_limit_storm opens the breaker in that store. A run with no store
+    at all has no breaker, and still ends with its reason."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agent_guards.graphs.plan_execute import graph as factory
+    from agent_guards.graphs.scenarios import SCENARIOS, scenario_config
+
+    scenario = SCENARIOS["rate_limit_storm"]
+    for mode in ("sync", "async"):
+        graph = factory({"configurable": {"scenario": "rate_limit_storm"}})
+        server = InMemoryStore() if store else None
+        graph = graph.copy(update={"checkpointer": InMemorySaver(), "store": server})
+        config = scenario_config(scenario, f"dev-{mode}")
+        state = {"messages": [("user", scenario.message)]}
+        out = graph.invoke(state, config) if mode == "sync" else await graph.ainvoke(state, config)
+        blocked = [d for d in out["guard_log"] if d.reason == "circuit_open"]
+        assert bool(blocked) is store, mode
+        assert out["outcome"]["route"], mode
