@@ -15,7 +15,8 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -162,9 +163,22 @@ def _graph_for(args: argparse.Namespace, checkpointer: Any, store: Any) -> Any:
     )
 
 
+@contextmanager
+def _existing(db: str) -> Iterator[tuple[Any, Any]]:
+    """The persistence of a database that must exist already (history and replay read a
+    past run): a mistyped ``--db`` ends with the path, and creates nothing."""
+    stack = ExitStack()
+    try:
+        pair = stack.enter_context(open_persistence(db, create=False))
+    except FileNotFoundError as err:
+        raise SystemExit(f"{err}: check --db (the file the demo wrote)") from None
+    with stack:
+        yield pair
+
+
 def history_main(args: argparse.Namespace) -> int:
     """``agent-guards history THREAD``: every checkpoint with plan version, usage, decision."""
-    with open_persistence(args.db) as (checkpointer, store):
+    with _existing(args.db) as (checkpointer, store):
         graph = _graph_for(args, checkpointer, store)
         config = {"configurable": {"thread_id": args.thread}}
         rows = list(graph.get_state_history(config))
@@ -277,7 +291,7 @@ def _canonical(decisions: list[GuardDecision], ids: list[str]) -> list[str]:
 
 def replay_main(args: argparse.Namespace) -> int:
     """``agent-guards replay THREAD --checkpoint ID``: re-run from a checkpoint on a fork, diff."""
-    with open_persistence(args.db) as (checkpointer, store):
+    with _existing(args.db) as (checkpointer, store):
         graph = _graph_for(args, checkpointer, store)
         past = {"configurable": {"thread_id": args.thread, "checkpoint_id": args.checkpoint}}
         snapshot = graph.get_state(past)

@@ -40,3 +40,14 @@ def test_demo_runs_offline_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_demo_rejects_unknown_scenarios(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="unknown scenario"):
         main(["demo", "--db", str(tmp_path / "x.sqlite"), "--scenario", "nope"])
+
+
+@pytest.mark.parametrize("command", [["history", "t"], ["replay", "t", "--checkpoint", "c"]])
+def test_history_and_replay_of_a_missing_database_create_nothing(
+    command: list[str], tmp_path: Path
+) -> None:
+    """A mistyped --db names the path; it is not created as an empty database."""
+    db = tmp_path / "demo.sqllite"
+    with pytest.raises(SystemExit, match="no SQLite database at"):
+        main([*command, "--db", str(db)])
+    assert not db.exists()
