@@ -118,6 +118,8 @@ class Policies:
             raise ValueError(f"max_context_tokens must be >= 256, got {self.max_context_tokens}")
         if self.guards and self.budget.max_steps is None:
             raise ValueError("Policies.budget needs max_steps: recursion_limit is only a backstop")
+        if self.guards:
+            _check_runnable(self.budget)
 
     def _check_types(self) -> None:
         """Each field holds what it says (a dict where a policy belongs fails here, naming
@@ -154,6 +156,24 @@ class Policies:
                 f"Policies.required_constraints must be constraint names, got {required!r}"
             )
         object.__setattr__(self, "required_constraints", tuple(required))
+
+
+# The least a run needs before the first tool call of its first plan step can run: the
+# goal, the plan and the step's first turn are a model call and a counted step each, and
+# start_step counts one more (each limit is checked before it is spent).
+MIN_BUDGET = {"max_steps": 4, "max_model_calls": 3}
+
+
+def _check_runnable(budget: Budget) -> None:
+    """Refuse a budget under which no plan step could ever run: every run would stop on it
+    before doing any work."""
+    for name, least in MIN_BUDGET.items():
+        limit = getattr(budget, name)
+        if limit is not None and limit < least:
+            raise ValueError(
+                f"Policies.budget {name}={limit} leaves no room for a plan step: the goal, the "
+                f"plan and the step's first model call need {name} >= {least}"
+            )
 
 
 def run_config(

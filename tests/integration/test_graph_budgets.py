@@ -43,7 +43,9 @@ BUDGET_STOPS = [
     ({"max_model_calls": 4}, "max_model_calls", ["alpha"], ["beta"], ["fetch_alpha"]),
     ({"max_steps": 6}, "max_steps", ["alpha"], ["beta"], ["fetch_alpha"]),
     ({"max_steps": 9}, "max_steps", ["alpha", "beta"], [], ["fetch_alpha", "fetch_beta"]),
-    ({"max_model_calls": 2}, "max_model_calls", [], ["alpha", "beta"], []),
+    # the least budgets Policies accepts: the first step's tool call runs, nothing after it
+    ({"max_model_calls": 3}, "max_model_calls", ["alpha"], ["beta"], ["fetch_alpha"]),
+    ({"max_steps": 4}, "max_steps", ["alpha"], ["beta"], ["fetch_alpha"]),
 ]
 
 
@@ -66,6 +68,19 @@ def test_a_run_that_hits_its_budget_returns_the_confirmed_part(
     # never more than the budget allows: each counter is checked before it is spent
     for key, limit in limits.items():
         assert state["usage"].get(key.removeprefix("max_"), 0) <= limit
+
+
+@pytest.mark.parametrize(
+    ("limits", "least"), [({"max_steps": 3}, 4), ({"max_steps": 1}, 4), ({"max_model_calls": 2}, 3)]
+)
+def test_a_budget_that_leaves_no_room_for_a_plan_step_fails_at_build_time(
+    limits: dict[str, int], least: int
+) -> None:
+    """Under these limits every run would stop before its first tool call: refused when
+    the policies are made, naming the minimum (the smallest budgets above run one call)."""
+    (name,) = [k for k in limits if k != "max_steps" or len(limits) == 1]
+    with pytest.raises(ValueError, match=rf"{name}={limits[name]} .* need {name} >= {least}"):
+        _policies(**limits)
 
 
 def test_a_run_whose_last_tool_call_spends_the_budget_exactly_still_answers(
