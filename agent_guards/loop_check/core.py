@@ -87,16 +87,23 @@ def _streak(
     actions: Sequence[Action], signature: str, *, reads: bool = True
 ) -> tuple[int, list[str], bool]:
     """Occurrences of ``signature`` since the picture last changed (``reads=False``: only
-    a new write changes it, for a call that may write itself)."""
+    a new write changes it, for a call that may write itself).
+
+    Identical calls of one assistant turn are one action: they are asked together, and
+    the turn answers its duplicates itself (each runs once, the rest are told so)."""
     count, last, failed = 0, None, True
     ids: list[str] = []
     writes: set[str] = set()
     seen: set[str] = set()
+    turn: int | None = None  # the turn of the latest occurrence counted
     for a in actions:
         if a.signature != signature:
             if _changed(a, seen, writes, reads=reads):  # what it sees may differ: restart
-                count, ids, last, failed = 0, [], None, True
+                count, ids, last, failed, turn = 0, [], None, True, None
             continue
+        if a.ai_position == turn:
+            continue
+        turn = a.ai_position
         key = None if a.status == "pending" or a.reused else a.result_key
         if key is not None:
             seen.add(key)
@@ -455,8 +462,9 @@ def detect_loop(
     stale, so a read after a write and different writes with alike confirmations are
     progress. Between two identical reads, a different call whose result was new starts
     the count again too. Identical calls with nothing new in between are repeats, writes
-    included. A user message starts a fresh count in interactive mode, except for
-    failure and conversation loops (a user message is new information, not progress).
+    included; the identical calls of one assistant turn are one action. A user message
+    starts a fresh count in interactive mode, except for failure and conversation loops
+    (a user message is new information, not progress).
 
     Returns:
         A GuardDecision with verdict CONTINUE, NUDGE, STOP or ESCALATE, reason the pattern

@@ -194,11 +194,42 @@ def test_duplicate_calls_in_one_turn_run_once() -> None:
     answers = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert [m.tool_call_id for m in answers] == ["d1", "d2"]
     assert answers[1].response_metadata["agent_guards"]["duplicate"] is True
-    # the duplicate counts as a repetition: REUSE, then one nudge
+    # the duplicate is answered in the turn: one action, so no repetition to nudge
     assert [(d.verdict.value, d.reason) for d in out["guard_log"]] == [
         ("reuse", "duplicate_call"),
-        ("nudge", "repeated_call"),
     ]
+    assert out["messages"][-1].content == "done"
+
+
+def shapes(tools: list[Any]) -> dict[str, Callable[[ScriptedChatModel], Any]]:
+    """The three ways to guard an agent, each building one from a scripted model."""
+    from langchain.agents import create_agent
+
+    from agent_guards.middleware import LoopGuardMiddleware
+    from agent_guards.prebuilt import guarded_react_agent
+
+    return {
+        "graph": lambda model: build(model, tools),
+        "react": lambda model: guarded_react_agent(model, tools),
+        "create_agent": lambda model: create_agent(
+            model, tools=tools, middleware=[LoopGuardMiddleware()]
+        ),
+    }
+
+
+@pytest.mark.parametrize("shape", ["graph", "react", "create_agent"])
+def test_the_same_read_asked_three_times_in_one_turn_runs_once_and_goes_on(shape: str) -> None:
+    counter = Counter()
+    triple = AIMessage(
+        content="",
+        tool_calls=[{"name": "search", "args": {"q": "x"}, "id": f"d{i}"} for i in range(3)],
+    )
+    model = ScriptedChatModel(script=[triple, "done"])
+    out = shapes(make_tools(counter))[shape](model).invoke({"messages": [HumanMessage("q")]})
+    assert len(counter.calls) == 1
+    assert len(model.calls) == 2
+    assert out["messages"][-1].content == "done"
+    assert not [d for d in out.get("guard_log", ()) if d.verdict in (Verdict.NUDGE, Verdict.STOP)]
 
 
 async def test_sync_and_async_paths_agree() -> None:

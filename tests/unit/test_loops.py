@@ -316,6 +316,40 @@ def test_reused_answers_count_as_the_same_result() -> None:
     assert detect_loop(history).verdict is Verdict.NUDGE
 
 
+def parallel(n: int, spec: tuple[Any, ...], *, answered: bool) -> list[BaseMessage]:
+    """One turn asking for the same call ``n`` times; answered as the guard answers it (the
+    first runs, the others are told they are duplicates) or not answered yet."""
+    name, args = spec
+    ai = AIMessage(
+        content="",
+        tool_calls=[{"name": name, "args": args, "id": f"p{next(_ids)}"} for _ in range(n)],
+    )
+    if not answered:
+        return [ai]
+    ids = [str(c["id"]) for c in ai.tool_calls]
+    dupes = [
+        ToolMessage(
+            f"[loop_check] Duplicate of call {ids[0]} in this turn: not executed again.",
+            tool_call_id=i,
+            name=name,
+            response_metadata={"agent_guards": {"reused_from": ids[0], "duplicate": True}},
+        )
+        for i in ids[1:]
+    ]
+    result = f"{LONG} ({name} {json.dumps(args, sort_keys=True)})"  # as turn() answers
+    return [ai, ToolMessage(result, tool_call_id=ids[0], name=name), *dupes]
+
+
+@pytest.mark.parametrize("answered", [False, True], ids=["pending", "answered"])
+def test_identical_calls_of_one_turn_count_once(answered: bool) -> None:
+    history = [HumanMessage("task"), *parallel(3, A, answered=answered)]
+    assert detect_loop(history).verdict is Verdict.CONTINUE
+    # the turn is one action: the next turns asking again are its 2nd and 3rd repeat
+    history = [*turns(A, A), *parallel(3, A, answered=answered)]
+    decision = detect_loop(history)
+    assert (decision.verdict, decision.data["count"]) == (Verdict.STOP, 3)
+
+
 def test_decision_names_the_calls_and_the_tool() -> None:
     history = turns(A, A, A)
     decision = detect_loop(history)
