@@ -414,10 +414,15 @@ def scan_actions(messages: Sequence[Any], opts: ScanOptions) -> list[Action]:
     actions: list[Action] = []
     answers: list[ToolMessage] = []
     turns, budget = 0, 4 * opts.window + 20
+    read: list[tuple[int, AIMessage, list[ToolMessage], int, int]] = []
+    recorded: dict[str, str] = {}  # tool name -> the effect recorded on its latest result
     for position in range(len(messages) - 1, max(-1, len(messages) - 1 - budget), -1):
         message = _as_message(messages[position], position)
         if isinstance(message, ToolMessage):
             answers.append(message)
+            effect = recorded_effect(message)
+            if effect is not None and message.name:
+                recorded.setdefault(message.name, effect)
             continue
         marker = _marker(message, position, turns) if opts.markers else None
         if marker is not None:
@@ -425,6 +430,7 @@ def scan_actions(messages: Sequence[Any], opts: ScanOptions) -> list[Action]:
         elif is_guard_message(message, opts.guard_names) or _is_summary(message):
             continue
         elif isinstance(message, AIMessage):
+            read.append((len(actions), message, answers, position, turns))
             actions.extend(_ai_actions(message, answers, position, opts, turns))
             answers = []
             if len(actions) >= opts.window:
@@ -433,8 +439,35 @@ def scan_actions(messages: Sequence[Any], opts: ScanOptions) -> list[Action]:
             if opts.interactive and not opts.across_turns:
                 break
             turns += 1
+    _learn_effects(actions, read, recorded, opts)
     actions.reverse()
     return actions
+
+
+def _learn_effects(
+    actions: list[Action],
+    read: Sequence[tuple[int, AIMessage, list[ToolMessage], int, int]],
+    recorded: Mapping[str, str],
+    opts: ScanOptions,
+) -> None:
+    """Give a call with no effect of its own (not answered yet, or answered without one)
+    the effect recorded on its tool's other results, as the wrapper will record it: a
+    call is then counted the same before it runs and after. Rebuilds those turns in place
+    (``actions`` is still newest first)."""
+    values = {e.value for e in Effect}  # a value no effect has is read as none recorded
+    learned = {
+        name: Effect(e) for name, e in recorded.items() if name not in opts.declared and e in values
+    }
+    if not learned:
+        return
+    known = replace(opts, declared={**learned, **opts.declared})
+    for start, message, answers, position, turns in read:
+        end = start + len(_calls(message))
+        if any(
+            a.kind == "tool" and a.tool in learned and recorded_effect(a.message) is None
+            for a in actions[start:end]
+        ):
+            actions[start:end] = _ai_actions(message, answers, position, known, turns)
 
 
 def latest_batch(actions: Sequence[Action]) -> list[Action]:

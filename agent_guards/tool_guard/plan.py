@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
-from agent_guards.core.effects import Effect, ToolEffects, effect_from_metadata
+from agent_guards.core.effects import EFFECT_KEY, Effect, ToolEffects, effect_from_metadata
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.history import Action, recorded_effect, scan_actions
 from agent_guards.core.signatures import (
@@ -462,7 +462,9 @@ def _reuse(
             "effect": effect.value,
         },
     )
-    message = _answer(call, content, meta, original)
+    # the answer stands for the result it repeats, effect included, so counting reads it
+    # as that call again, not as a call of unknown effect
+    message = _answer(call, content, {**meta, EFFECT_KEY: effect.value}, original)
     return Plan("reuse", message=message, decisions=(decision,), prior=prior, effect=effect)
 
 

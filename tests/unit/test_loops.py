@@ -350,6 +350,34 @@ def test_identical_calls_of_one_turn_count_once(answered: bool) -> None:
     assert (decision.verdict, decision.data["count"]) == (Verdict.STOP, 3)
 
 
+def test_a_reused_or_pending_call_counts_with_its_tools_recorded_effect() -> None:
+    """A reused answer and a call not answered yet carry no effect of their own: the one
+    the guard recorded on their tool's results is theirs, so a read between new results
+    is progress before it runs, after it runs and when it is answered from before."""
+    read = {"agent_guards": {"effect": "read"}}
+    history: list[BaseMessage] = [HumanMessage("task")]
+    for k in range(3):
+        ai = AIMessage(
+            content="",
+            tool_calls=[
+                {"name": "search", "args": {"q": "policy"}, "id": f"s{k}"},
+                {"name": "fetch", "args": {"doc": f"d{k}"}, "id": f"f{k}"},
+            ],
+        )
+        first = ToolMessage(LONG, tool_call_id=f"s{k}", name="search", response_metadata=read)
+        reused = ToolMessage(
+            f"[loop_check] Same call as s0: answered from that result.\n{LONG}",
+            tool_call_id=f"s{k}",
+            name="search",
+            response_metadata={"agent_guards": {"reused_from": "s0"}},
+        )
+        new = f"{OTHER} doc {k}" * (k + 1)
+        fetched = ToolMessage(new, tool_call_id=f"f{k}", name="fetch", response_metadata=read)
+        history += [ai, first if k == 0 else reused, fetched]
+        assert detect_loop(history).verdict is Verdict.CONTINUE
+        assert detect_loop(history[:-2]).verdict is Verdict.CONTINUE, "pending"
+
+
 def test_decision_names_the_calls_and_the_tool() -> None:
     history = turns(A, A, A)
     decision = detect_loop(history)
