@@ -160,7 +160,10 @@ def _plan(
         return replace(same_turn, prior=prior, effect=effect)
     opts = replace(loop.scan_options(), declared={call["name"]: effect})
     actions = scan_actions(messages, opts)
-    earlier = _earlier_turn(actions, signature, position, {str(c.get("id")) for c in before})
+    earlier = _earlier_turn(
+        actions, signature, position, {str(c.get("id")) for c in before},
+        call=call, effect=effect, loop=loop,
+    )  # fmt: skip
     if earlier is None:
         return Plan("execute", prior=prior, effect=effect)
     match, previous = earlier
@@ -245,7 +248,14 @@ def _may_write(sibling: Any, call: Any, effect: Effect, loop: LoopPolicy) -> boo
 
 
 def _earlier_turn(
-    actions: Sequence[Action], signature: str, position: int, before_ids: set[str]
+    actions: Sequence[Action],
+    signature: str,
+    position: int,
+    before_ids: set[str],
+    *,
+    call: Any,
+    effect: Effect,
+    loop: LoopPolicy,
 ) -> tuple[Action, Action | None] | None:
     """The latest identical call of an earlier turn whose result still holds, and the
     identical call before it (or None): nothing that may write ran since the match."""
@@ -255,6 +265,12 @@ def _earlier_turn(
         current_turn = a.ai_position == position
         if current_turn and a.call_id not in before_ids:
             continue  # this call and the ones after it in the turn have not run yet
+        if current_turn and a.status == "pending":
+            # a sibling of this turn that has not answered yet: judged as the same-turn
+            # rule judges it, since its tool's own annotations are not at hand
+            if _may_write({"name": a.tool}, call, effect, loop):
+                return None
+            continue
         if a.signature == signature and not current_turn:
             if match is None:
                 if since_changed or not _answer_holds(a):

@@ -380,3 +380,42 @@ async def test_retry_router_middleware_takes_the_policys_effects(mode: str, decl
 def test_effects_given_twice_differently_are_refused() -> None:
     with pytest.raises(ValueError, match="effects given twice, differently"):
         ToolCallGuard(loop=LoopPolicy(), effects=ToolEffects(read_only={"get_rate"}))
+
+
+@pytest.mark.parametrize("kind", ["graph", "agent"])
+def test_a_read_beside_a_transfer_in_a_later_turn_is_read_again_under_a_read_default(
+    kind: str,
+) -> None:
+    """balance, then [transfer, balance] in one turn, with every tool read-only by default
+    and the transfer a write by its annotation only: the second balance is the real one."""
+    from langchain.agents import create_agent
+
+    from agent_guards import LoopGuardMiddleware
+    from agent_guards.tool_guard import Effect
+
+    bank = Bank()
+    both = AIMessage(
+        "",
+        tool_calls=[
+            {"name": PAY[0], "args": PAY[1], "id": "w1"},
+            {"name": BAL[0], "args": BAL[1], "id": "r2"},
+        ],
+    )
+    model = ScriptedChatModel(script=[tool_call_message(*BAL), both, echo_last])
+    policy = LoopPolicy(effects=ToolEffects(default=Effect.READ))
+    if kind == "graph":
+        builder = StateGraph(LoopState)
+        builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+        builder.add_node("tools", ToolCallGuard(loop=policy).tool_node(bank.tools()))
+        builder.add_edge(START, "model")
+        builder.add_conditional_edges("model", tools_condition)
+        add_loop_check(builder, "tools", continue_to="model", policy=policy)
+        app = builder.compile()
+    else:
+        app = create_agent(
+            model, tools=bank.tools(), middleware=[LoopGuardMiddleware(policy=policy)]
+        )
+    out = app.invoke({"messages": [HumanMessage("pay 30, then show the balance")]})
+    assert bank.runs.count("get_balance") == 2
+    assert out["messages"][-1].content == "Done. The tool said: balance of A: 70"
+    assert not [v for v in verdicts(out) if v[0] in ("reuse", "stop")]

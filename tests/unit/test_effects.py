@@ -452,3 +452,18 @@ def test_a_sibling_declaring_a_write_in_its_metadata_is_a_write_under_a_read_def
         for c in ai.tool_calls
     ]
     assert kinds == ["execute", "execute", "execute"]
+
+
+def test_a_read_after_an_earlier_turn_is_run_again_beside_a_sibling_write() -> None:
+    """balance, then [transfer, balance] in one turn, transfer a write by its annotation only
+    and the policy's default read-only: the transfer has not answered when the balance is
+    planned, so the earlier balance may be stale and the balance runs again."""
+    policy = LoopPolicy(effects=ToolEffects(default=Effect.READ))
+    ai = ask(PAY[:2], BAL[:2])
+    messages = [*history(BAL), ai]
+    plan = plan_call(Request({"messages": messages}, ai.tool_calls[1]), loop=policy, retry=None)  # type: ignore[arg-type]
+    assert plan.kind == "execute"
+    # named read-only by the policy, the sibling cannot make the balance stale
+    reads = LoopPolicy(effects=ToolEffects(read_only={"transfer"}, default=Effect.READ))
+    plan = plan_call(Request({"messages": messages}, ai.tool_calls[1]), loop=reads, retry=None)  # type: ignore[arg-type]
+    assert plan.kind == "reuse"
