@@ -113,7 +113,8 @@ def test_the_reference_graph_step_flags_evidence_from_a_flagged_result() -> None
         tool_call_id="c1",
         artifact=artifact,
     )
-    [item] = _step_evidence([message], frozenset())
+    [item], left_out = _step_evidence([message], frozenset())
+    assert left_out == []
     assert item.flags == ("injection",)
     v = resolve_evidence([item])
     assert v.value is None and v.decision.data["dropped"] == {"r1": "injection"}
