@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from langchain_core.callbacks import BaseCallbackManager
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tracers.context import _tracing_v2_is_enabled
 from langgraph.config import get_config
@@ -27,6 +28,7 @@ from langgraph.types import Command, interrupt
 from agent_guards.core.clock import now_from_config, step_from_config
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.signatures import is_guard_message
 from agent_guards.core.state import DEFAULT_KEYS, StateKeys
 from agent_guards.tracing import attach_decision
 
@@ -53,10 +55,6 @@ def ends_with_tool_results(messages: Sequence[Any]) -> bool:
     """Whether the last message, past the notes a guard added, is a tool result: the model
     is about to read what the tools just returned, not a new user turn. A failure in an
     earlier step was handled then; judged again, it would end every later turn."""
-    from langchain_core.messages import ToolMessage
-
-    from agent_guards.core.signatures import is_guard_message
-
     for m in reversed(messages):
         if getattr(m, "type", None) == "human" and is_guard_message(m):
             continue

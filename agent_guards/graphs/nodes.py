@@ -151,10 +151,10 @@ class Nodes:
             return {"route": "cancelled", "reason": "cancelled", "detail": str(cancel)}
         usage = state.get("usage")
         if not needs_tools and isinstance(usage, Mapping):
-            state = usage_set(state, tool_calls=0)
+            state = _usage_set(state, tool_calls=0)
         replans: Any = usage.get("replans") if isinstance(usage, Mapping) else None
         if not needs_replan and is_number(replans) and replans > 0:
-            state = usage_set(state, replans=replans - 1)  # the last accepted one may run
+            state = _usage_set(state, replans=replans - 1)  # the last accepted one may run
         reason = self.over_budget(state, config)
         return _stopped(reason, self.pol.texts) if reason is not None else None
 
@@ -712,7 +712,7 @@ class Nodes:
         return {"outcome": outcome, "messages": [reply]}
 
 
-def usage_set(state: Mapping[str, Any], **counters: Any) -> dict[str, Any]:
+def _usage_set(state: Mapping[str, Any], **counters: Any) -> dict[str, Any]:
     """``state`` with these ``usage`` counters replaced (for a check, never written)."""
     return {**state, "usage": {**state["usage"], **counters}}
 

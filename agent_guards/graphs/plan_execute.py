@@ -51,7 +51,7 @@ from agent_guards import (
 )
 from agent_guards.core.texts import TEXTS_EN
 from agent_guards.evidence_resolve.filtered import permission_filtered
-from agent_guards.retry_router import model_retry_policy
+from agent_guards.retry_router import CircuitBreaker, model_retry_policy
 from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger
 
 from .nodes import Nodes, accept_every_plan, keep_all_evidence, no_facts
@@ -347,18 +347,10 @@ class _RunStoreGuard(ToolCallGuard):
     was compiled with, or the one the Agent Server attaches to a graph built without one
     (``langgraph dev``). A run without a store has no breaker (it keeps its state there)."""
 
-    def _storeless(self, request: Any) -> bool:
-        return self.breaker is not None and getattr(request.runtime, "store", None) is None
-
-    def __call__(self, request: Any, execute: Any) -> Any:
-        if self._storeless(request):
-            return ToolCallGuard.__call__(replace(self, breaker=None), request, execute)
-        return super().__call__(request, execute)
-
-    async def awrap(self, request: Any, execute: Any) -> Any:
-        if self._storeless(request):
-            return await ToolCallGuard.awrap(replace(self, breaker=None), request, execute)
-        return await super().awrap(request, execute)
+    def _breaker(self, request: Any) -> CircuitBreaker | None:
+        if self.store is None and getattr(request.runtime, "store", None) is None:
+            return None
+        return self.breaker
 
 
 def _async_sleep(sleep: Callable[[float], Any]) -> Callable[[float], Any]:

@@ -362,19 +362,23 @@ class ToolCallGuard:
         )
         return self._failed(request, failure, plan), failure
 
-    def _record(self, request: ToolCallRequest, failure: Failure | None) -> bool:
-        return self.breaker is not None and (
-            failure is None or failure.kind in self.breaker.counted_kinds
-        )
+    def _breaker(self, request: ToolCallRequest) -> CircuitBreaker | None:
+        """The circuit breaker this call goes through (a subclass may leave it out for a run
+        without a store)."""
+        return self.breaker
+
+    @staticmethod
+    def _record(breaker: CircuitBreaker | None, failure: Failure | None) -> bool:
+        return breaker is not None and (failure is None or failure.kind in breaker.counted_kinds)
 
     def run_once(self, request: ToolCallRequest, execute: Execute, plan: Plan) -> Outcome:
         """One execution per ``plan`` (breaker check, backoff wait, classification)."""
         if plan.kind == "reuse":
             return self._answered(request, plan)
-        tool = request.tool_call["name"]
-        if self.breaker is not None:  # the real clock (never the run's): shared state
-            allowed, state = self.breaker.admit(self._store(request), tool,
-                                                key=self._decision_key(request, plan))  # fmt: skip
+        tool, breaker = request.tool_call["name"], self._breaker(request)
+        if breaker is not None:  # the real clock (never the run's): shared state
+            allowed, state = breaker.admit(self._store(request), tool,
+                                           key=self._decision_key(request, plan))  # fmt: skip
             if not allowed:
                 message, blocked = self._blocked(request, state, plan)
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
@@ -400,8 +404,8 @@ class ToolCallGuard:
             (result, failure), extra = self._exception(request, err, plan), []
         if not _timed_out(failure):  # else the late finish records it (or it stays open)
             self._ledger_finish(request, result, failure, started, where)
-        if self.breaker is not None and self._record(request, failure):
-            self.breaker.record(self._store(request), tool, ok=failure is None)
+        if breaker is not None and self._record(breaker, failure):
+            breaker.record(self._store(request), tool, ok=failure is None)
         return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra,
                              execution=_execution(started))  # fmt: skip
 
@@ -409,10 +413,10 @@ class ToolCallGuard:
         """Async :meth:`run_once`."""
         if plan.kind == "reuse":
             return self._answered(request, plan)
-        tool = request.tool_call["name"]
-        if self.breaker is not None:  # the real clock (never the run's): shared state
+        tool, breaker = request.tool_call["name"], self._breaker(request)
+        if breaker is not None:  # the real clock (never the run's): shared state
             key = self._decision_key(request, plan)
-            allowed, state = await self.breaker.aadmit(self._store(request), tool, key=key)
+            allowed, state = await breaker.aadmit(self._store(request), tool, key=key)
             if not allowed:
                 message, blocked = self._blocked(request, state, plan)
                 return self._outcome(request, message, plan, failure=blocked, executions=0)
@@ -435,8 +439,8 @@ class ToolCallGuard:
             (result, failure), extra = self._exception(request, err, plan), []
         if not _timed_out(failure):  # cancelled at the limit: what it did is unknown
             await self._aledger_finish(request, result, failure, started, where)
-        if self.breaker is not None and self._record(request, failure):
-            await self.breaker.arecord(self._store(request), tool, ok=failure is None)
+        if breaker is not None and self._record(breaker, failure):
+            await breaker.arecord(self._store(request), tool, ok=failure is None)
         return self._outcome(request, result, plan, failure=failure, executions=1, extra=extra,
                              execution=_execution(started))  # fmt: skip
 
