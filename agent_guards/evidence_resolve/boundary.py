@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent_guards.core.fields import normalize_text
 from agent_guards.evidence_resolve.model import Evidence
 from agent_guards.evidence_resolve.policy import fold_typography, normalize_value
 
@@ -41,7 +42,6 @@ ACL_KEYS: tuple[str, ...] = ("allowed", "allowed_principals", "acl")
 # A value shorter than this is too common to scrub lines by ("1", "no"); ids and texts are not.
 _MIN_VALUE_CHARS = 3
 _NOTICE = "[withheld: {n} item(s) the caller may not see]"
-_SPACE = re.compile(r"\s+")
 _THOUSANDS = re.compile(r"(?<=\d)[,_' \u2019\u00a0\u202f](?=\d{3}(?!\d))")
 
 
@@ -49,7 +49,7 @@ def _form(text: str) -> str:
     """How text is compared with what names a withheld item: case, spacing, typography and
     thousands separators do not matter, as in the resolver ("1,250,000" names 1250000,
     "D27" names d27)."""
-    return _THOUSANDS.sub("", _SPACE.sub(" ", fold_typography(text)).casefold())
+    return _THOUSANDS.sub("", normalize_text(fold_typography(text)))
 
 
 def acl_of(raw: Any) -> Any:
@@ -148,7 +148,7 @@ def _secrets(raw: Any) -> Iterable[str]:
             continue
         text = str(value).strip()
         if name == "text":
-            yield from (_form(line).strip() for line in text.splitlines() if line.strip())
+            yield from (_form(line) for line in text.splitlines() if line.strip())
         elif name == "id" and text:
             yield _form(text)
         elif len(text) >= _MIN_VALUE_CHARS:
