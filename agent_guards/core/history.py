@@ -454,20 +454,25 @@ def _learn_effects(
     the effect recorded on its tool's other results, as the wrapper will record it: a
     call is then counted the same before it runs and after. Rebuilds those turns in place
     (``actions`` is still newest first)."""
-    values = {e.value for e in Effect}  # a value no effect has is read as none recorded
     learned = {
-        name: Effect(e) for name, e in recorded.items() if name not in opts.declared and e in values
+        name: Effect(e)
+        for name, e in recorded.items()
+        if name not in opts.declared and e in _EFFECT_VALUES
     }
     if not learned:
         return
-    known = replace(opts, declared={**learned, **opts.declared})
+    known: ScanOptions | None = None
     for start, message, answers, position, turns in read:
         end = start + len(_calls(message))
         if any(
             a.kind == "tool" and a.tool in learned and recorded_effect(a.message) is None
             for a in actions[start:end]
         ):
+            known = known or replace(opts, declared={**learned, **opts.declared})
             actions[start:end] = _ai_actions(message, answers, position, known, turns)
+
+
+_EFFECT_VALUES = frozenset(e.value for e in Effect)  # any other value reads as none recorded
 
 
 def latest_batch(actions: Sequence[Action]) -> list[Action]:

@@ -807,15 +807,13 @@ def _same_reads(
     (a plan runs its steps in order)."""
     if step.tool is None:
         return
-    args: str | None = None  # the step's canonical args, made when a candidate needs them
     for version in reversed(versions):
         for old in reversed(version.steps):
             if old.tool != step.tool or old.status is not StepStatus.DONE:
                 continue
             if version.version == current.version and old.id == step.id:
                 continue  # the step itself
-            args = canonical_args(step.args) if args is None else args
-            if canonical_args(old.args) == args:
+            if old.args_key == step.args_key:
                 yield old
 
 

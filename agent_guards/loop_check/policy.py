@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -211,11 +212,20 @@ class LoopPolicy(Policy):
 
     def scan_options(self) -> ScanOptions:
         """How this policy reads a history."""
-        return ScanOptions(**self._scan_fields())
+        return self._scan
 
     def loop_scan_options(self) -> ScanOptions:
         """How :func:`detect_loop` reads a history: across user turns (each action knows
         its turn), with context summaries and sub-agent stops, and text failures."""
+        return self._loop_scan
+
+    # made once per policy (both are frozen; every tool turn reads them)
+    @cached_property
+    def _scan(self) -> ScanOptions:
+        return ScanOptions(**self._scan_fields())
+
+    @cached_property
+    def _loop_scan(self) -> ScanOptions:
         return ScanOptions(**self._scan_fields(), across_turns=True, markers=True,
                            failure_prefixes=self.failure_prefixes)  # fmt: skip
 

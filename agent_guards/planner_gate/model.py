@@ -24,10 +24,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import from_mapping, named, shown
+from agent_guards.core.signatures import canonical_args
 from agent_guards.planner_gate.checks import (
     check_count,
     check_enum,
@@ -168,6 +170,12 @@ class PlanStep:
     call_ids: tuple[str, ...] = ()
     note: str = ""
     approved: bool | None = None
+
+    @cached_property
+    def args_key(self) -> str:
+        """The step's args as a call signature compares them (:func:`canonical_args`): made
+        once per step, however many later steps are compared with it."""
+        return canonical_args(self.args)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():

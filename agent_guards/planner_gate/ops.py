@@ -20,7 +20,6 @@ from dataclasses import replace
 from typing import Any
 
 from agent_guards.core.errors import InvalidInputError
-from agent_guards.core.signatures import canonical_args
 from agent_guards.planner_gate.checks import check_enum, check_strs
 from agent_guards.planner_gate.model import FINISHED, PlanStatus, PlanStep, PlanVersion, StepStatus
 
@@ -174,10 +173,10 @@ def keep_done_writes(
     for version in versions:
         for step in version.steps:
             if step.status is StepStatus.DONE and step.tool and step.tool not in reads:
-                done[(step.tool, canonical_args(step.args))] = step
+                done[(step.tool, step.args_key)] = step
     steps = []
     for step in new.steps:
-        old = done.get((step.tool or "", canonical_args(step.args)))
+        old = done.get((step.tool or "", step.args_key))
         if old is not None and step.status is StepStatus.PENDING:
             kept: dict[str, Any] = {"evidence_ids": old.evidence_ids, "call_ids": old.call_ids}
             note = old.note or f"done before, as {old.id}: not run again"

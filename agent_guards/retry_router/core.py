@@ -11,10 +11,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
+from langchain_core.messages import AIMessage, ToolMessage
+
 from agent_guards.core.decision import GuardDecision, RetryRoute, Verdict
 from agent_guards.core.effects import Effect
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.history import Action, latest_batch, scan_actions, with_declared
+from agent_guards.core.signatures import is_guard_message
 from agent_guards.retry_router.classify import describe_failure
 from agent_guards.retry_router.model import Failure, FailureKind
 from agent_guards.retry_router.policy import GUARD, PRECEDENCE, ROUTES, RetryRouterPolicy
@@ -232,6 +235,8 @@ def route_failures(
         ('refuse', 'refuse', 'permission')
     """
     policy = RetryRouterPolicy.coerce(policy)
+    if _all_succeeded(messages, policy):
+        return _no_failure(policy)
     actions = scan_actions(messages, with_declared(policy.scan_options(), effects))
     decisions = []
     for a in latest_batch(actions):
@@ -258,14 +263,7 @@ def route_failures(
             )
         )
     if not decisions:
-        return GuardDecision(
-            guard=GUARD,
-            verdict=Verdict.CONTINUE,
-            reason="no_failure",
-            detail="the latest tool results report no failure",
-            policy=policy.label,
-            data={"route": "continue", "failures": []},
-        )
+        return _no_failure(policy)
     chosen = min(decisions, key=lambda d: PRECEDENCE.index(cast(str, d.data["route"])))
     route = chosen.data["route"]
     return replace(
@@ -278,6 +276,44 @@ def route_failures(
                 for d in decisions
             ],
         },
+    )
+
+
+def _all_succeeded(messages: Sequence[Any], policy: RetryRouterPolicy) -> bool:
+    """Whether every result of the latest assistant turn reports success, read from the
+    end of the history alone: the scan of earlier turns (attempts, the effects recorded
+    there) only matters to route a failure. False whenever the end of the history is not
+    a plain assistant turn and its results (the scan then reads it as ever)."""
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        return False
+    for position in range(len(messages) - 1, -1, -1):
+        message = messages[position]
+        if isinstance(message, ToolMessage):
+            try:
+                if policy.failure_of(message) is not None:
+                    return False
+            except InvalidInputError:
+                return False
+            continue
+        if (
+            not isinstance(message, AIMessage)
+            or is_guard_message(message, policy.guard_names)
+            or "agent_guards" in (message.additional_kwargs or {})  # a context summary
+        ):
+            return False
+        calls = [*message.tool_calls, *message.invalid_tool_calls]
+        return bool(calls) and all(isinstance(c.get("name"), str) and c["name"] for c in calls)
+    return False
+
+
+def _no_failure(policy: RetryRouterPolicy) -> GuardDecision:
+    return GuardDecision(
+        guard=GUARD,
+        verdict=Verdict.CONTINUE,
+        reason="no_failure",
+        detail="the latest tool results report no failure",
+        policy=policy.label,
+        data={"route": "continue", "failures": []},
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -222,6 +223,10 @@ class RetryRouterPolicy(Policy):
 
     def scan_options(self) -> ScanOptions:
         """Reads the whole run (headless): attempts never reset on a new user message."""
+        return self._scan
+
+    @cached_property  # made once per policy (both are frozen; every tool turn reads it)
+    def _scan(self) -> ScanOptions:
         return ScanOptions(window=self.window, interactive=False, guard_names=self.guard_names)
 
 

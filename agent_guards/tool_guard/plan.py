@@ -48,7 +48,9 @@ class Plan:
     replace_id: str | None = None
     message: ToolMessage | None = None
     decisions: tuple[GuardDecision, ...] = ()
-    prior: tuple[Action, ...] = ()
+    prior: tuple[Action, ...] | None = None
+    """The actions before the call's turn, as a retry decision counts them; None until read
+    (a first execution reads them only if it fails: see :func:`prior_actions`)."""
     effect: Effect | None = None
     """The call's effect class; the wrapper records it on the result it executes."""
     recorded: Mapping[str, Any] | None = None
@@ -136,28 +138,25 @@ def _plan(
     position, ai = _latest_ai(messages)
     answered = {m.tool_call_id: m for m in messages[position + 1 :] if isinstance(m, ToolMessage)}
     existing = answered.get(call["id"] or "")
-    prior: tuple[Action, ...] = ()
-    if retry is not None:
-        actions = scan_actions(messages, retry.scan_options())
-        prior = tuple(a for a in actions if a.ai_position < position)
     declared = loop.effects if loop is not None else effects or ToolEffects()
     effect = _effect(request, messages, declared)
-    if existing is not None:
-        return replace(_plan_retry(call, existing, prior, retry, effect), effect=effect)
+    if existing is not None:  # a re-entry: its answer failed, the earlier attempts count
+        attempts = prior_actions(messages, position, retry)
+        return replace(_plan_retry(call, existing, attempts, retry, effect), effect=effect)
     # a poller exempt from loop counting must really run again, so it is never reused either
     if loop is None or call["name"] in loop.exempt_tools:
-        return Plan("execute", prior=prior, effect=effect)
+        return Plan("execute", effect=effect)
     # reuse off (for this tool, or at all) means results are never reused; a repeated
     # identical write is still refused, which is not a reuse but a change done twice
     no_reuse = not loop.reuse_results or call["name"] in loop.no_reuse_tools
     if no_reuse and effect is not Effect.WRITE:
-        return Plan("execute", prior=prior, effect=effect)
+        return Plan("execute", effect=effect)
     keys = signature_keys(loop.ignore_arg_keys, effect.declared_write)
     signature = call_signature(call["name"], call.get("args"), ignore_keys=keys)
     before = _earlier_in_turn(ai, call)
     same_turn = _same_turn(call, before, effect, signature, loop)
     if same_turn is not None:
-        return replace(same_turn, prior=prior, effect=effect)
+        return replace(same_turn, effect=effect)
     opts = replace(loop.scan_options(), declared={call["name"]: effect})
     actions = scan_actions(messages, opts)
     earlier = _earlier_turn(
@@ -165,22 +164,41 @@ def _plan(
         call=call, effect=effect, loop=loop,
     )  # fmt: skip
     if earlier is None:
-        return Plan("execute", prior=prior, effect=effect)
+        return Plan("execute", effect=effect)
     match, previous = earlier
     if effect is Effect.WRITE:
-        return _refuse_repeat(call, match, signature, prior, loop)
+        return _refuse_repeat(call, match, signature, loop)
     if effect is Effect.UNKNOWN and not _settled(match, previous):
-        return Plan("execute", prior=prior, effect=effect)
+        return Plan("execute", effect=effect)
     assert match.message is not None
     return _reuse(
         call,
         match.call_id,
         original=match.message,
         signature=signature,
-        prior=prior,
         loop=loop,
         effect=effect,
     )
+
+
+def prior_actions(
+    messages: Sequence[Any], position: int, retry: RetryRouterPolicy | None
+) -> tuple[Action, ...]:
+    """The actions before the assistant turn at ``position``: the attempts a retry decision
+    counts (none without a retry policy)."""
+    if retry is None:
+        return ()
+    return tuple(
+        a for a in scan_actions(messages, retry.scan_options()) if a.ai_position < position
+    )
+
+
+def earlier_attempts(
+    request: ToolCallRequest, retry: RetryRouterPolicy | None, messages_key: str = "messages"
+) -> tuple[Action, ...]:
+    """:func:`prior_actions` of the request's turn (the latest assistant message)."""
+    messages = state_messages(request.state, messages_key)
+    return prior_actions(messages, _latest_ai(messages)[0], retry)
 
 
 def _effect(request: ToolCallRequest, messages: Sequence[Any], effects: ToolEffects) -> Effect:
@@ -232,9 +250,7 @@ def _same_turn(
         between = before[i + 1 :]
         if effect is Effect.READ and any(_may_write(b, call, effect, loop) for b in between):
             return None
-        return _reuse(
-            call, source, original=None, signature=signature, prior=(), loop=loop, effect=effect
-        )
+        return _reuse(call, source, original=None, signature=signature, loop=loop, effect=effect)
     return None
 
 
@@ -405,9 +421,7 @@ def _refuse_duplicate(call: Any, source: str, signature: str, loop: LoopPolicy) 
     )
 
 
-def _refuse_repeat(
-    call: Any, match: Action, signature: str, prior: tuple[Action, ...], loop: LoopPolicy
-) -> Plan:
+def _refuse_repeat(call: Any, match: Action, signature: str, loop: LoopPolicy) -> Plan:
     """A write repeated with nothing changed since: not run again; the model sees the
     earlier result, so it can tell the user what was done."""
     assert match.message is not None
@@ -420,16 +434,8 @@ def _refuse_repeat(
     )
     meta = {"reused_from": match.call_id, "refused": "repeated_write"}
     message = _answer(call, content, meta, match.message)
-    return replace(
-        _refused(
-            call,
-            message,
-            "repeated_write",
-            source=match.call_id,
-            signature=signature,
-            loop=loop,
-        ),
-        prior=prior,
+    return _refused(
+        call, message, "repeated_write", source=match.call_id, signature=signature, loop=loop
     )
 
 
@@ -439,7 +445,6 @@ def _reuse(
     *,
     original: ToolMessage | None,
     signature: str,
-    prior: tuple[Action, ...],
     loop: LoopPolicy,
     effect: Effect = Effect.READ,
 ) -> Plan:
@@ -481,7 +486,7 @@ def _reuse(
     # the answer stands for the result it repeats, effect included, so counting reads it
     # as that call again, not as a call of unknown effect
     message = _answer(call, content, {**meta, EFFECT_KEY: effect.value}, original)
-    return Plan("reuse", message=message, decisions=(decision,), prior=prior, effect=effect)
+    return Plan("reuse", message=message, decisions=(decision,), effect=effect)
 
 
 def over_budget(

@@ -45,6 +45,7 @@ from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger, Turn, grant, g
 from agent_guards.tool_guard.plan import (
     Plan,
     cancelled,
+    earlier_attempts,
     from_ledger,
     missing_id,
     over_budget,
@@ -269,7 +270,9 @@ class ToolCallGuard:
             tool=call["name"],
             signature=retry_signature(call, plan.effect),
             attempt=plan.attempt,
-            prior=plan.prior,
+            prior=plan.prior
+            if plan.prior is not None
+            else earlier_attempts(request, self.retry, self.messages_key),
             policy=self.retry,
             effect=plan.effect,
         )
