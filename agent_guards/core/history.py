@@ -66,7 +66,7 @@ def _evidence_ids(artifact: Any) -> frozenset[str] | None:
         for key in ("evidence_ids", "ids"):
             ids = artifact.get(key)
             if isinstance(ids, (list, tuple, set, frozenset)):
-                return frozenset(str(i) for i in ids)
+                return frozenset(safe_str(i) for i in ids)  # an id may be an int too long for str()
         return None
     if isinstance(artifact, (list, tuple)) and artifact:
         out = set()
@@ -78,7 +78,7 @@ def _evidence_ids(artifact: Any) -> frozenset[str] | None:
                 ident = item.get("id")
             if ident is None:
                 return None
-            out.add(str(ident))
+            out.add(safe_str(ident))
         return frozenset(out)
     return None
 

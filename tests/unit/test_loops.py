@@ -706,3 +706,15 @@ def test_patterns_are_documented() -> None:
     }
     assert isinstance(detect_loop([]), GuardDecision)
     assert json.dumps(detect_loop(turns(A, A)).to_dict())
+
+
+@pytest.mark.parametrize("artifact", [[{"id": 10**5000}], {"ids": [10**5000]}])
+def test_an_evidence_id_too_long_for_str_is_read_not_raised(artifact: Any) -> None:
+    # str() refuses an int past 4,300 digits; a result's evidence ids are read as JSON text
+    def turn(call_id: str) -> list[BaseMessage]:
+        call = AIMessage("", tool_calls=[{"name": "lookup", "args": {"q": "x"}, "id": call_id}])
+        return [call, ToolMessage("ok", tool_call_id=call_id, artifact=artifact)]
+
+    decision = detect_loop([*turn("c1"), *turn("c2"), *turn("c3")])
+    assert decision.reason == "repeated_call"
+    assert decision.data["count"] == 3
