@@ -250,6 +250,17 @@ def ask_human(value: Any) -> Any:
     return interrupt(value)
 
 
+def _channels_of(read: Any) -> tuple[Mapping[str, Any], ...] | None:
+    """The running graph's channels and managed values, as LangGraph's task reader holds
+    them (``partial(local_read, scratchpad, channels, managed, task)``); None for any other
+    reader (the names are then asked of it one by one)."""
+    func, args = getattr(read, "func", None), getattr(read, "args", ())
+    if getattr(func, "__name__", "") != "local_read" or not isinstance(args, tuple):
+        return None
+    held = args[1:3]
+    return held if len(held) == 2 and all(isinstance(h, Mapping) for h in held) else None
+
+
 def missing_channels(config: RunnableConfig, names: Sequence[str]) -> list[str]:
     """Which of ``names`` the running graph has no channel for. Asked of the task's reader
     (what LangGraph's ``ChannelRead`` calls: ``read(select, fresh)``), which raises
@@ -257,6 +268,9 @@ def missing_channels(config: RunnableConfig, names: Sequence[str]) -> list[str]:
     read = (config.get("configurable") or {}).get(_READ)
     if not callable(read):
         return []
+    held = _channels_of(read)
+    if held is not None:  # the graph's own channel names: no read per name
+        return [name for name in names if not any(name in h for h in held)]
     missing = []
     for name in names:
         try:

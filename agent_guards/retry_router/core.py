@@ -217,7 +217,10 @@ def route_failures(
 
     Reads the ToolMessages answering the most recent assistant turn, classifies each
     failure (structured artifact first, else the error text) and picks one route for the
-    turn (see :data:`PRECEDENCE`). No failure gives CONTINUE with reason ``no_failure``.
+    turn (see :data:`PRECEDENCE`). No failure gives CONTINUE with reason ``no_failure``;
+    a turn whose results all succeeded is read from the end of the history alone (earlier
+    turns count only to route a failure), so a healthy turn costs the same however long
+    the history is.
     ``effects`` are the tools' effect classes by name (``effects_of_tools(tools)``; the
     tool wrapper also records each executed call's effect on its result): a write that
     may have run despite its failure is not retried (see :func:`decide_failure`).
