@@ -902,13 +902,6 @@ def _intent(request: ToolCallRequest, plan: Plan) -> tuple[str, dict[str, Any]]:
     }
 
 
-def user_turn(state: Any) -> str | None:
-    """The id of the conversation's latest user message (``state["messages"]``): the request
-    a call serves (see :class:`~agent_guards.tool_guard.ledger.Turn`). None without one."""
-    turn = Turn.of(state)
-    return turn.id if turn is not None else None
-
-
 def _outcome(result: Any, failure: Failure | None, call_id: str, effect: Effect) -> dict[str, Any]:
     """What the ledger records of a call's result after it ran: the answer's text and
     artifact (a ``Command``'s answer is the ToolMessage its update carries for the call)."""

@@ -387,7 +387,11 @@ def test_a_bad_namespace_is_refused() -> None:
 def test_the_user_turn_a_call_serves_skips_the_guards_own_messages() -> None:
     """A nudge or a context summary is no user turn: a call repeated after one is the same
     request, answered from the ledger when it already ran."""
-    from agent_guards.tool_guard.wrapper import user_turn
+    from agent_guards.tool_guard.ledger import Turn
+
+    def user_turn(state: dict[str, Any]) -> str | None:
+        turn = Turn.of(state)
+        return turn.id if turn is not None else None
 
     messages = [
         HumanMessage("pay 30", id="u1"),
