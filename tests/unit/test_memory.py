@@ -489,3 +489,13 @@ def test_a_date_alone_in_valid_until_covers_that_whole_day(until: Any) -> None:
         assert resolve_memory([record], now=now).facts == facts, now
     timed = MemoryRecord("m", "tz", "CET", valid_until="2026-06-30T00:00:00")
     assert resolve_memory([timed], now="2026-06-30T00:00:01").facts == {}  # a time is exact
+
+
+@pytest.mark.parametrize(("field", "value"), [("created_at", "2024"), ("valid_until", "2024-05")])
+def test_a_date_without_a_day_is_refused_naming_the_record_and_field(
+    field: str, value: str
+) -> None:
+    # a year or a month alone cannot order two records (docs/memory_resolve.md says so)
+    with pytest.raises(InvalidInputError) as err:
+        MemoryRecord("m1", "report_format", "pdf", **{field: value})
+    assert (err.value.item, err.value.field) == ("m1", field)
