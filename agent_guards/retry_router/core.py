@@ -301,7 +301,7 @@ def _all_succeeded(messages: Sequence[Any], policy: RetryRouterPolicy) -> bool:
         if (
             not isinstance(message, AIMessage)
             or is_guard_message(message, policy.guard_names)
-            or "agent_guards" in (message.additional_kwargs or {})  # a context summary
+            or "agent_guards" in (message.additional_kwargs or {})  # a summary: the scan reads it
         ):
             return False
         calls = [*message.tool_calls, *message.invalid_tool_calls]

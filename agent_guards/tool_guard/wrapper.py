@@ -264,15 +264,16 @@ class ToolCallGuard:
     def _decide(self, request: ToolCallRequest, failure: Failure, plan: Plan) -> GuardDecision:
         assert self.retry is not None
         call = request.tool_call
+        prior = plan.prior  # read here when the call's first execution failed
+        if prior is None:
+            prior = earlier_attempts(request, self.retry, self.messages_key)
         return decide_failure(
             failure,
             call_id=str(call["id"]),
             tool=call["name"],
             signature=retry_signature(call, plan.effect),
             attempt=plan.attempt,
-            prior=plan.prior
-            if plan.prior is not None
-            else earlier_attempts(request, self.retry, self.messages_key),
+            prior=prior,
             policy=self.retry,
             effect=plan.effect,
         )
