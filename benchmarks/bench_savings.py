@@ -37,10 +37,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 from langchain.agents import create_agent
@@ -62,7 +63,7 @@ from langchain_core.messages import (
     ToolMessage,
     trim_messages,
 )
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 
@@ -338,16 +339,19 @@ def long_conversation(turns: int) -> Scenario:
 
     def tools(executed: list[str]) -> list[BaseTool]:
         @tool
-        def hotel_info(name: str) -> str:
+        def hotel_info(name: str, call_id: Annotated[str, InjectedToolCallId]) -> ToolMessage:
             """Details of one hotel."""
             executed.append("hotel_info")
             i = len(executed)
-            return _HOTEL_TEXT.format(
+            text = _HOTEL_TEXT.format(
                 name=name,
                 walk=5 + i % 20,
                 price=2200 + 97 * i % 1500,
                 breakfast="含双早" if i % 3 else "不含早餐",
             )
+            # an id of its own (else a random uuid): a summary that names the message
+            # then weighs the same in every run
+            return ToolMessage(text, tool_call_id=call_id, name="hotel_info", id=f"tool-{i}")
 
         return [annotate_tool(hotel_info, read_only=True)]
 
@@ -522,6 +526,9 @@ def run_case(
     callbacks: Sequence[Any] = (),
 ) -> Result:
     """Run ``scenario`` under ``variant`` and measure it (``callbacks`` watch the runs)."""
+    # ToolRetryMiddleware jitters its backoff with ``random``: seeded per case, every run
+    # of the benchmark waits (and prints) the same
+    random.seed(f"{scenario.name}|{variant}")
     executed: list[str] = []
     summaries: list[list[BaseMessage]] = []
     waits, plans, texts = Waits(), _PlanWrites(), set[str]()
