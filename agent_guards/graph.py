@@ -12,6 +12,7 @@ An adapter does three things around a pure core, and they are the same for every
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -152,6 +153,7 @@ def runnable(
     keys: StateKeys | None = None,
     mixin: str | None = None,
     channels: Sequence[str] = (),
+    wiring: str | None = None,
 ) -> RunnableLambda[Any, Any]:
     """A sync+async node/edge built once (a :class:`GuardLambda`, ``func`` and ``afunc``).
 
@@ -162,6 +164,7 @@ def runnable(
     decision log it fails on its first run, naming the mixin (LangGraph would drop its
     writes silently, and a node added with ``add_node`` has no build step to check), and
     so does one whose state lacks the node's own ``channels`` (its input and its verdict).
+    An edge names its ``wiring`` (how to add it): run as a node it raises, saying so.
     """
 
     async def _afunc(state: Any, config: RunnableConfig) -> Any:
@@ -191,7 +194,11 @@ def runnable(
             _require_state(state, config, name, log, mixin, channels=own)
             return await inner_arun(state, config)
 
-    return GuardLambda(run, afunc=arun, name=name)
+    if wiring is None:
+        return GuardLambda(run, afunc=arun, name=name)
+    edge = GuardEdge(run, afunc=arun, name=name)
+    edge.wiring = wiring
+    return edge
 
 
 _ABSENT = object()
@@ -299,6 +306,44 @@ class GuardLambda(RunnableLambda[Any, Any]):
             return await super().ainvoke(input, config, **kwargs)
         assert config is not None
         return await cast("_ANode", self.afunc)(input, config)
+
+
+class GuardEdge(GuardLambda):
+    """A :class:`GuardLambda` that routes: it returns a label for a conditional edge. Added
+    with ``add_node`` by mistake, LangGraph would only say that a node returned a string;
+    run as a node, it says how to wire it (``wiring``) instead."""
+
+    wiring: str = ""
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        _require_edge(self, config, sys._getframe(1))
+        return super().invoke(input, config, **kwargs)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        _require_edge(self, config, sys._getframe(1))
+        return await super().ainvoke(input, config, **kwargs)
+
+
+def _require_edge(edge: GuardEdge, config: RunnableConfig | None, caller: Any) -> None:
+    """Raise when LangGraph runs ``edge`` as a graph node: the node step of a task (its
+    callbacks are tagged ``seq:step:1``), called by LangGraph itself or as the task's own
+    coroutine, never from a node function of the user's that asks the edge for a route."""
+    callbacks = (config or {}).get("callbacks")
+    tags = callbacks.tags if isinstance(callbacks, BaseCallbackManager) else ()
+    if _NODE_STEP not in tags:
+        return
+    module = caller.f_globals.get("__name__", "") if caller is not None else ""
+    if not module.startswith(_NODE_CALLERS):
+        return
+    raise TypeError(
+        f"{edge.name} is a conditional edge (it returns a route label, which a node cannot): "
+        f"wire it with {edge.wiring or 'builder.add_conditional_edges(<source>, ...)'}, "
+        f"not builder.add_node"
+    )
+
+
+_NODE_STEP = "seq:step:1"  # LangGraph tags the node's own step of a task so
+_NODE_CALLERS = ("langgraph.", "asyncio.")  # its runner, or the task it starts (async)
 
 
 def _unobserved(config: RunnableConfig | None) -> bool:

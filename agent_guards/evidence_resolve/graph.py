@@ -349,7 +349,8 @@ def create_evidence_route(
             return "abstain"
         return _ROUTES.get(label, "abstain")
 
-    return runnable(f"{name}_route", route, keys=keys)
+    wiring = f"add_evidence_resolve(builder, name={name!r})"
+    return runnable(f"{name}_route", route, keys=keys, wiring=wiring)
 
 
 def add_evidence_resolve(

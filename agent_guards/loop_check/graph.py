@@ -153,7 +153,8 @@ def create_loop_check(
         label = decision.verdict.value
         return label if label in ("nudge", "stop", "escalate") else "continue"  # type: ignore[return-value]
 
-    return _node.runnable(GUARD, route, keys=keys)
+    wiring = "add_loop_check(builder, 'tools', continue_to='model')"
+    return _node.runnable(GUARD, route, keys=keys, wiring=wiring)
 
 
 def nudge_text(decision: GuardDecision) -> str:
@@ -445,7 +446,8 @@ def create_reply_check(
         label = _decide(state, config, policy, messages_key).verdict.value
         return label if label in ("nudge", "stop", "escalate") else "__end__"  # type: ignore[return-value]
 
-    return _node.runnable("reply_check", route, keys=keys)
+    wiring = "add_reply_check(builder, 'model', tools='tools')"
+    return _node.runnable("reply_check", route, keys=keys, wiring=wiring)
 
 
 def add_reply_check(

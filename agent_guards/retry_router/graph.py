@@ -184,7 +184,8 @@ def create_retry_router(
                 return cast("LoopRoute", verdict.value)
         return cast("RetryRoute", label)
 
-    return _node.runnable(GUARD, route, keys=keys)
+    wiring = "add_retry_router(builder, 'tools', model='model', tools='tools')"
+    return _node.runnable(GUARD, route, keys=keys, wiring=wiring)
 
 
 def _finish_text(decision: GuardDecision, texts: Texts) -> str:

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
-from langgraph.graph import MessagesState, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from agent_guards import LoopState, RetryState, ToolCallGuard, add_loop_check, add_retry_router
+from agent_guards import (
+    LoopState,
+    RetryState,
+    ToolCallGuard,
+    add_loop_check,
+    add_retry_router,
+    create_loop_check,
+    create_retry_router,
+)
+from agent_guards.evidence_resolve import create_evidence_route
+from agent_guards.loop_check import create_reply_check
+from agent_guards.testing import tool_call_message
 
 
 @tool
@@ -103,3 +116,52 @@ class OwnUsage(MessagesState):
 def test_a_users_own_usage_channel_is_reported_not_silently_replaced() -> None:
     with pytest.raises(ValueError, match=r"'guard_log', 'usage' channel has no reducer"):
         add_loop_check(builder(OwnUsage), "tools", continue_to="model")
+
+
+_EDGES = [
+    pytest.param(create_loop_check, "add_loop_check", id="loop_check"),
+    pytest.param(create_retry_router, "add_retry_router", id="retry_router"),
+    pytest.param(create_reply_check, "add_reply_check", id="reply_check"),
+    pytest.param(create_evidence_route, "add_evidence_resolve", id="evidence_route"),
+]
+
+
+def _edge_as_node(edge: Any) -> Any:
+    b = StateGraph(LoopState)
+    b.add_node("model", lambda s: {})
+    b.add_node("check", edge)  # the mistake: an edge added as a node
+    b.add_edge(START, "model")
+    b.add_edge("model", "check")
+    b.add_edge("check", END)
+    return b.compile()
+
+
+@pytest.mark.parametrize(("make", "helper"), _EDGES)
+def test_an_edge_added_as_a_node_says_how_to_wire_it(make: Any, helper: str) -> None:
+    # Nothing at add_node time sees the edge, so its first run says it (LangGraph alone
+    # reports only that a node returned a string), sync and async alike.
+    graph = _edge_as_node(make())
+    with pytest.raises(TypeError, match=rf"is a conditional edge .*wire it with {helper}\("):
+        graph.invoke({"messages": [("user", "hi")]})
+    with pytest.raises(TypeError, match=rf"wire it with {helper}\("):
+        asyncio.run(graph.ainvoke({"messages": [("user", "hi")]}))
+
+
+def test_an_edge_asked_for_a_route_inside_a_users_node_still_answers() -> None:
+    route = create_loop_check()
+
+    def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [("ai", route.invoke(state, config))]}
+
+    async def anode(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [("ai", await route.ainvoke(state, config))]}
+
+    for fn in (node, anode):
+        b = StateGraph(LoopState)
+        b.add_node("n", fn)
+        b.add_edge(START, "n")
+        b.add_edge("n", END)
+        graph = b.compile()
+        state = {"messages": [tool_call_message("search", {"q": "x"})]}
+        out = asyncio.run(graph.ainvoke(state)) if fn is anode else graph.invoke(state)
+        assert out["messages"][-1].content == "continue"
