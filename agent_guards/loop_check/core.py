@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rapidfuzz import fuzz
 
@@ -83,9 +83,17 @@ def _changed(a: Action, seen: set[str], writes: set[str], *, reads: bool = True)
     return _new_write(a, writes) or (reads and new)
 
 
-def _streak(
-    actions: Sequence[Action], signature: str, *, reads: bool = True
-) -> tuple[int, list[str], bool]:
+class _Streak(NamedTuple):
+    repeats: int
+    """Occurrences since the picture last changed, the call's own result included."""
+    ids: list[str]
+    failing: bool
+    runs: int
+    """Occurrences since the picture last changed, whatever the call itself returned."""
+    run_ids: list[str]
+
+
+def _streak(actions: Sequence[Action], signature: str, *, reads: bool = True) -> _Streak:
     """Occurrences of ``signature`` since the picture last changed (``reads=False``: only
     a new write changes it, for a call that may write itself).
 
@@ -93,13 +101,14 @@ def _streak(
     the turn answers its duplicates itself (each runs once, the rest are told so)."""
     count, last, failed = 0, None, True
     ids: list[str] = []
+    run_ids: list[str] = []
     writes: set[str] = set()
     seen: set[str] = set()
     turn: int | None = None  # the turn of the latest occurrence counted
     for a in actions:
         if a.signature != signature:
             if _changed(a, seen, writes, reads=reads):  # what it sees may differ: restart
-                count, ids, last, failed, turn = 0, [], None, True, None
+                count, ids, last, failed, turn, run_ids = 0, [], None, True, None, []
             continue
         if a.ai_position == turn:
             continue
@@ -111,10 +120,11 @@ def _streak(
             count, ids, failed = 0, [], True
         count += 1
         ids.append(a.call_id)
+        run_ids.append(a.call_id)
         if key is not None:
             last = key
             failed = failed and key == "error"
-    return count, ids, failed and last == "error"
+    return _Streak(count, ids, failed and last == "error", len(run_ids), run_ids)
 
 
 def _repeated_call(view: View, policy: LoopPolicy) -> Finding | None:
@@ -123,7 +133,7 @@ def _repeated_call(view: View, policy: LoopPolicy) -> Finding | None:
     for a in latest_batch(actions):
         if a.tool in policy.exempt_tools:
             continue
-        count, ids, failing = _streak(actions, a.signature, reads=not a.effect.changes_world)
+        count, ids, failing, _, _ = _streak(actions, a.signature, reads=not a.effect.changes_world)
         if best is None or count > best.count:
             what = "failed" if failing else "was called"
             best = Finding(
@@ -132,6 +142,31 @@ def _repeated_call(view: View, policy: LoopPolicy) -> Finding | None:
                 count,
                 tuple(ids),
                 f"{a.tool} {what} {count} times with the same arguments",
+                a.tool,
+                a.signature,
+            )
+    return best
+
+
+def _repeated_effect(view: View, policy: LoopPolicy) -> Finding | None:
+    """The same call of a tool that may write, run again and again with a new result each
+    time. A read whose result changes is the world moving (a job from running to done);
+    a call that may write and answers anew each time (a new ticket number) may be the
+    write done again, so its runs are counted whatever it returns, with more room than a
+    repeat of the same result (a changing answer may still be progress)."""
+    best: Finding | None = None
+    for a in latest_batch(view.turn):
+        if a.tool in policy.exempt_tools or not a.effect.changes_world:
+            continue
+        streak = _streak(view.turn, a.signature, reads=False)
+        if streak.runs > streak.repeats and (best is None or streak.runs > best.count):
+            best = Finding(
+                "repeated_effect",
+                "repeated_effect",
+                streak.runs,
+                tuple(streak.run_ids),
+                f"{a.tool} ran {streak.runs} times with the same arguments, with a new "
+                "result each time (it may be doing its work again)",
                 a.tool,
                 a.signature,
             )
@@ -387,6 +422,7 @@ _DETECTORS: dict[str, Callable[[View, LoopPolicy], Finding | None]] = {
     "subagent": _subagent,
     "content_loop": _content_loop,
     "repeated_call": _repeated_call,
+    "repeated_effect": _repeated_effect,
     "cycle": _cycle,
     "failure_loop": _failure_loop,
     "no_progress": _no_progress,

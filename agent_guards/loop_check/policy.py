@@ -30,6 +30,7 @@ PATTERNS: tuple[str, ...] = (
     "content_loop",
     "cycle",
     "repeated_call",
+    "repeated_effect",
     "failure_loop",
     "no_progress",
     "repeated_message",
@@ -40,12 +41,19 @@ PATTERNS: tuple[str, ...] = (
 ``repeated_failure``)."""
 
 PATTERN_LIMITS: Mapping[str, tuple[int | None, int]] = MappingProxyType(
-    {"content_loop": (1, 2), "failure_loop": (3, 4), "conversation_loop": (3, 4)}
+    {
+        "content_loop": (1, 2),
+        "failure_loop": (3, 4),
+        "conversation_loop": (3, 4),
+        "repeated_effect": (None, 5),
+    }
 )
 """Default ``(nudge_at, stop_at)`` of the patterns that do not use the policy's own pair:
 one chanting reply is already a loop (nudge), a second stops; what repeats across user
 turns gets more room (the user may change what comes next): the same failure, or the same
-question to the user, is nudged at 3 and stopped at 4."""
+question to the user, is nudged at 3 and stopped at 4. A call that may write, repeated with a
+new result each time, is stopped at its 5th run (a changing answer may still be progress;
+gemini-cli stops a tool call repeated 5 times whatever it returns)."""
 
 
 def _names(name: str, value: Any) -> frozenset[str]:

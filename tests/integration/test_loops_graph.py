@@ -219,6 +219,38 @@ def shapes(tools: list[Any]) -> dict[str, Callable[[ScriptedChatModel], Any]]:
 
 
 @pytest.mark.parametrize("shape", ["graph", "react", "create_agent"])
+def test_an_undeclared_tool_answering_anew_each_time_is_stopped_in_every_shape(
+    shape: str,
+) -> None:
+    """A tool that declares nothing may write; a new ticket number each time is the write
+    done again, not the world moving. Before, each shape created tickets until LangGraph's
+    recursion limit (10 to 15 of them, no decision logged)."""
+    made: list[str] = []
+
+    @tool
+    def create_ticket(title: str) -> str:
+        """Create a support ticket."""
+        made.append(title)
+        return f"Created ticket #{1000 + len(made)}"
+
+    ask = tool_call_message  # a fresh call id each time, as a real model gives
+    model = ScriptedChatModel(
+        script=[lambda _: ask("create_ticket", {"title": "printer"})], repeat_last=True
+    )
+    out = shapes([create_ticket])[shape](model).invoke(
+        {"messages": [HumanMessage("open a ticket for the printer")]}, LIMIT
+    )
+    # after the tools node (graph), the 5th run is seen once it ran; on the model's reply
+    # (the hooks and middleware), the 5th ask is stopped before it runs
+    assert len(made) == {"graph": 5, "react": 4, "create_agent": 4}[shape]
+    assert [(d.verdict.value, d.reason) for d in out["guard_log"]][-1] == (
+        "stop",
+        "repeated_effect",
+    )
+    assert_every_call_answered(out["messages"])
+
+
+@pytest.mark.parametrize("shape", ["graph", "react", "create_agent"])
 def test_the_same_read_asked_three_times_in_one_turn_runs_once_and_goes_on(shape: str) -> None:
     counter = Counter()
     triple = AIMessage(

@@ -687,6 +687,37 @@ def test_another_entity_is_progress_even_with_the_same_result(key: str) -> None:
     assert detect_loop(same, effects={"get_order": "read"}).verdict is not Verdict.CONTINUE
 
 
+def _tickets(n: int) -> list[BaseMessage]:
+    """The same call answering anew each time, as a write that really ran would."""
+    return turns(*[("create_ticket", {"title": "printer"}, f"Created ticket #{1000 + i}")
+                   for i in range(1, n + 1)])  # fmt: skip
+
+
+def test_a_call_that_may_write_and_answers_anew_is_stopped_at_its_fifth_run() -> None:
+    """A new result resets a read's streak (the world moved), not the runs of a call that
+    may write: a new ticket number each time is the write done again. Before, an
+    undeclared create_ticket ran until the recursion limit."""
+    verdicts = [detect_loop(_tickets(n)).verdict for n in range(1, 6)]
+    assert verdicts == [Verdict.CONTINUE] * 4 + [Verdict.STOP]
+    decision = detect_loop(_tickets(5))
+    assert (decision.reason, decision.data["count"]) == ("repeated_effect", 5)
+    assert len(decision.selected_ids) == 5
+    assert detect_loop(_tickets(5), effects={"create_ticket": "write"}).reason == "repeated_effect"
+
+
+def test_a_read_that_answers_anew_is_progress_and_the_limit_is_a_threshold() -> None:
+    reads = {"create_ticket": "read"}
+    assert detect_loop(_tickets(8), effects=reads).verdict is Verdict.CONTINUE
+    exempt = LoopPolicy(exempt_tools=frozenset({"create_ticket"}))
+    assert detect_loop(_tickets(8), policy=exempt).verdict is Verdict.CONTINUE
+    later = LoopPolicy(thresholds={"repeated_effect": (None, 7)})
+    assert detect_loop(_tickets(6), policy=later).verdict is Verdict.CONTINUE
+    assert detect_loop(_tickets(7), policy=later).reason == "repeated_effect"
+    # a new write in between starts the count again
+    history = [*_tickets(4), *turn("close_ticket", {"id": 1001}, "closed"), *_tickets(4)]
+    assert detect_loop(history).verdict is Verdict.CONTINUE
+
+
 def test_a_request_id_is_no_entity_the_same_call_with_a_fresh_one_repeats() -> None:
     history = turns(*[("get_order", {"order_id": 7, "request_id": i}, LONG) for i in range(3)])
     assert detect_loop(history).reason == "repeated_call"
@@ -695,6 +726,7 @@ def test_a_request_id_is_no_entity_the_same_call_with_a_fresh_one_repeats() -> N
 def test_patterns_are_documented() -> None:
     assert set(PATTERNS) == {
         "repeated_call",
+        "repeated_effect",
         "cycle",
         "no_progress",
         "repeated_message",
