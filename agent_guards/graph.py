@@ -12,6 +12,7 @@ An adapter does three things around a pure core, and they are the same for every
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
@@ -464,16 +465,17 @@ def require_nodes(
         )
 
 
-def require_free_source(builder: Any, helper: str, source: str) -> None:
-    """Fail at build time when ``source`` already has an edge out, plain or conditional: the
-    guard's edge would run next to it, and the other one keeps looping past every stop."""
+def require_free_source(builder: Any, helper: str, source: str, own: str | None = None) -> None:
+    """Fail at build time when ``source`` already has an edge out, plain or conditional (but
+    the guard's ``own``): the guard's edge would run next to it, and the other one keeps
+    looping past every stop. The helper that wires ``own`` checks again at ``compile()``."""
     taken = sorted(end for start, end in getattr(builder, "edges", set()) if start == source)
     if taken:
         raise ValueError(
             f"{helper}: {source!r} already has an edge to {', '.join(map(repr, taken))}; remove "
             f"builder.add_edge({source!r}, {taken[0]!r}): {helper} routes from {source!r} itself"
         )
-    branches = sorted((getattr(builder, "branches", {}) or {}).get(source, {}))
+    branches = sorted(set((getattr(builder, "branches", {}) or {}).get(source, {})) - {own})
     if not branches:
         return
     guards = {helper.removeprefix("add_"), *branches}  # the edges are named after the guards
@@ -492,6 +494,35 @@ def require_free_source(builder: Any, helper: str, source: str) -> None:
         f"{helper}: {source!r} already has the conditional edge "
         f"{', '.join(map(repr, branches))}; {fix}"
     )
+
+
+def recheck_at_compile(builder: Any, helper: str, source: str, own: str) -> None:
+    """Check ``source`` again when ``builder.compile()`` runs: an edge out of it added after
+    the helper (the tutorial's ``add_edge("tools", "model")`` pasted below it) would run
+    next to the guard's edge ``own`` and keep the graph looping past every stop, and no
+    check made before it was added can see it."""
+    checks = builder.__dict__.get(_RECHECKS)
+    if checks is None:
+        checks = builder.__dict__[_RECHECKS] = []
+        builder.compile = _Recheck(builder)
+    checks.append((helper, source, own))
+
+
+class _Recheck:
+    """``builder.compile`` after the checks :func:`recheck_at_compile` recorded. It holds
+    the builder, not a bound method, so a copy of the builder checks and compiles itself."""
+
+    def __init__(self, builder: Any) -> None:
+        self.builder = builder
+        functools.update_wrapper(self, type(builder).compile)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for helper, source, own in self.builder.__dict__.get(_RECHECKS, ()):
+            require_free_source(self.builder, helper, source, own=own)
+        return type(self.builder).compile(self.builder, *args, **kwargs)
+
+
+_RECHECKS = "_agent_guards_rechecks"
 
 
 def guarded_tool_node(

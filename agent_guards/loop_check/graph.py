@@ -111,7 +111,7 @@ def _decide(state: Any, config: RunnableConfig, policy: LoopPolicy, key: str) ->
     decision = _node.decide_on_messages(GUARD, core, state, config, policy=policy.label, key=key)
     if policy.on_loop != "truncate":
         return decision
-    log = state.get("guard_log") if isinstance(state, Mapping) else None
+    log = _node.state_value(state, "guard_log")  # a dict state, or an object (pydantic)
     return after_cut(decision, log, escalate=policy.on_stop == "escalate")
 
 
@@ -353,6 +353,7 @@ def add_loop_check(
     _node.require_channels(builder, "add_loop_check", "LoopState", ("guard_log",), keys)
     _node.require_messages(builder, "add_loop_check", messages_key)
     _node.require_free_source(builder, "add_loop_check", source)
+    _node.recheck_at_compile(builder, "add_loop_check", source, own=GUARD)
     # the guarded tool node is what answers a repeat from its result and counts each run:
     # the edge alone would let every repeat run until the stop
     _node.guarded_tool_node(

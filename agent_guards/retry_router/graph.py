@@ -263,7 +263,7 @@ def create_retry_finish(
     def finish(state: Any, config: RunnableConfig) -> dict[str, Any]:
         decision = _decide(state, config, policy, messages_key)
         messages = state_messages(state, messages_key)
-        log = (state.get("guard_log") if isinstance(state, dict) else None) or []
+        log = _node.state_value(state, "guard_log") or []  # a dict state, or an object
         # ToolCallGuard already logged this failure's decision: record it once
         last = log[-1] if log else None
         logged = isinstance(last, GuardDecision) and (
@@ -320,6 +320,7 @@ def add_retry_router(
     _node.require_channels(builder, "add_retry_router", "RetryState", ("guard_log",), keys)
     _node.require_messages(builder, "add_retry_router", messages_key)
     _node.require_free_source(builder, "add_retry_router", source)
+    _node.recheck_at_compile(builder, "add_retry_router", source, own=GUARD)
     _node.require_retry_targets(builder, "add_retry_router", model=model, tools=tools)
     _node.guarded_tool_node(builder, "add_retry_router", tools, keys, messages_key=messages_key)
     builder.add_node(

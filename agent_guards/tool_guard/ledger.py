@@ -86,7 +86,10 @@ class Turn(NamedTuple):
     def of(cls, state: Any) -> Turn | None:
         """The latest user message of ``state["messages"]`` (a guard's own messages, a
         nudge or a context summary, are no user turn); None without one."""
-        messages = state.get("messages") if isinstance(state, Mapping) else None
+        if isinstance(state, Mapping):
+            messages = state.get("messages")
+        else:  # an object state (pydantic, a dataclass)
+            messages = getattr(state, "messages", None)
         if not isinstance(messages, list):
             return None
         for i in range(len(messages) - 1, -1, -1):  # from the end: the cost is the turn's

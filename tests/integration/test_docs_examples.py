@@ -39,7 +39,9 @@ def test_doc_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monkey
     for index, (code, expected) in enumerate(examples(page)):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            exec(compile(code, f"{page.name} block {index}", "exec"), namespace)
+            # as a reader's own file runs it: not under this module's __future__ imports
+            block = compile(code, f"{page.name} block {index}", "exec", dont_inherit=True)
+            exec(block, namespace)
         if expected is not None:
             got = "\n".join(line.rstrip() for line in out.getvalue().strip().splitlines())
             want = "\n".join(line.rstrip() for line in expected.strip().splitlines())

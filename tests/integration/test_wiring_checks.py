@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from copy import deepcopy
 from typing import Any
 
 import pytest
@@ -116,6 +117,39 @@ class OwnUsage(MessagesState):
 def test_a_users_own_usage_channel_is_reported_not_silently_replaced() -> None:
     with pytest.raises(ValueError, match=r"'guard_log', 'usage' channel has no reducer"):
         add_loop_check(builder(OwnUsage), "tools", continue_to="model")
+
+
+@pytest.mark.parametrize(
+    "add",
+    [
+        lambda b: add_loop_check(b, "tools", continue_to="model"),
+        lambda b: add_retry_router(b, "tools", model="model", tools="tools"),
+    ],
+)
+def test_an_edge_out_of_the_tools_node_added_after_the_helper_fails_at_compile(add: Any) -> None:
+    """The tutorial's edge pasted below the helper: nothing the helper checked could see
+    it, and the graph looped past every stop until the recursion limit."""
+    b = builder(RetryState)
+    add(b)
+    b.add_edge("tools", "model")
+    with pytest.raises(ValueError, match=r"remove builder.add_edge\('tools', 'model'\)"):
+        b.compile()
+    b = builder(RetryState)
+    add(b)
+    b.add_conditional_edges("tools", lambda s: "model", ["model"])
+    with pytest.raises(ValueError, match=r"remove builder.add_conditional_edges\('tools', "):
+        b.compile()
+
+
+def test_a_copy_of_a_guarded_builder_checks_and_compiles_itself() -> None:
+    b = builder(RetryState)
+    add_retry_router(b, "tools", model="model", tools="tools")
+    b.add_edge(START, "model")
+    copy = deepcopy(b)
+    b.add_edge("tools", "model")  # the original only
+    assert "tools" in copy.compile().get_graph().nodes
+    with pytest.raises(ValueError, match="already has an edge"):
+        b.compile()
 
 
 _EDGES = [
