@@ -544,6 +544,11 @@ def guarded_tool_node(
 
     spec = (getattr(builder, "nodes", {}) or {}).get(tools)
     node = getattr(spec, "runnable", None)
+    if _guard_of(getattr(node, "func", None)) is not None:  # add_node("tools", ToolCallGuard())
+        raise ValueError(
+            f"{helper}: {tools!r} is a ToolCallGuard, not a tools node; add the node as "
+            f"ToolCallGuard(...).tool_node(tools) (the guard wraps each call of a ToolNode)"
+        )
     if not isinstance(node, ToolNode):
         return
     guard = _guard_of(getattr(node, "_wrap_tool_call", None))
@@ -562,6 +567,28 @@ def guarded_tool_node(
             f"{helper}: {tools!r} reads the messages channel {guard.messages_key!r} and "
             f"{helper} {messages_key!r}; pass the same messages_key= to ToolCallGuard and {helper}"
         )
+
+
+def shared_policy(
+    builder: Any, helper: str, tools: str, *, given: Any, field: str, arg: str
+) -> Any:
+    """The policy a helper's edge decides by: ``given``, else the one the ``tools`` node's
+    ToolCallGuard has in ``field`` (so a policy given once, to the guard, holds on both).
+    A ``given`` policy that differs from the guard's fails: the tool node would decide by
+    one (what to reuse, refuse, retry) and the edge count by the other, silently."""
+    node = getattr((getattr(builder, "nodes", {}) or {}).get(tools), "runnable", None)
+    held = getattr(_guard_of(getattr(node, "_wrap_tool_call", None)), field, None)
+    if given is None:
+        return held
+    if held is not None and given != held:
+        kind = type(given).__name__
+        raise ValueError(
+            f"{helper}: {tools!r} runs ToolCallGuard({field}=...) with another {kind} than "
+            f"{helper}({arg}=...), so the tool node would decide by one and the edge by the "
+            f"other; pass the same policy to both, ToolCallGuard({field}=policy) and "
+            f"{helper}(..., {arg}=policy), or to the guard alone"
+        )
+    return given
 
 
 def require_retry_targets(builder: Any, helper: str, *, model: str, tools: str) -> None:

@@ -345,9 +345,12 @@ def add_loop_check(
         >>> sorted(builder.nodes)
         ['loop_nudge', 'loop_stop', 'model', 'tools']
     """
-    policy = _check(policy)
     if not isinstance(source, str) or not source:
         raise ValueError(f"add_loop_check source must be a node name, got {source!r}")
+    policy = _check(
+        _node.shared_policy(builder, "add_loop_check", source, given=policy, field="loop",
+                            arg="policy")
+    )  # fmt: skip
     if not isinstance(continue_to, str) or not continue_to:
         raise ValueError(f"add_loop_check continue_to must be a node name, got {continue_to!r}")
     _node.require_channels(builder, "add_loop_check", "LoopState", ("guard_log",), keys)

@@ -313,16 +313,19 @@ def add_retry_router(
          'refuse': 'retry_finish', 'clarify': 'retry_finish', 'abstain': 'retry_finish',
          'fallback': 'retry_finish'}
     """
-    policy = _check(policy)
     for name, value in (("source", source), ("model", model), ("tools", tools)):
         if not isinstance(value, str) or not value:
             raise ValueError(f"add_retry_router {name} must be a node name, got {value!r}")
+    share = partial(_node.shared_policy, builder, "add_retry_router", tools)
+    policy = _check(share(given=policy, field="retry", arg="policy"))
+    if loop_policy is not None:  # None: no loop check on the edge, whatever the guard has
+        loop_policy = share(given=loop_policy, field="loop", arg="loop_policy")
     _node.require_channels(builder, "add_retry_router", "RetryState", ("guard_log",), keys)
     _node.require_messages(builder, "add_retry_router", messages_key)
     _node.require_free_source(builder, "add_retry_router", source)
     _node.recheck_at_compile(builder, "add_retry_router", source, own=GUARD)
-    _node.require_retry_targets(builder, "add_retry_router", model=model, tools=tools)
     _node.guarded_tool_node(builder, "add_retry_router", tools, keys, messages_key=messages_key)
+    _node.require_retry_targets(builder, "add_retry_router", model=model, tools=tools)
     builder.add_node(
         "retry_finish",
         create_retry_finish(policy=policy, messages_key=messages_key, keys=keys),

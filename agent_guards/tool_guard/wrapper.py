@@ -552,8 +552,10 @@ class ToolCallGuard:
                 f"ToolCallGuard: the graph's state has no {', '.join(map(repr, missing))} "
                 f"channel, so the guard's decisions and tool counts would be dropped (and a "
                 f"tool budget never spent); add GuardState to your state schema (class "
-                f"State(MessagesState, GuardState)), or keys.schema() when the guards use "
-                f"other names, or ToolCallGuard(log_decisions=False, count_usage=False)"
+                f"State(MessagesState, GuardState); in create_react_agent, "
+                f"state_schema=GuardedReactState from agent_guards.prebuilt, or "
+                f"guarded_react_agent), or keys.schema() when the guards use other names, or "
+                f"ToolCallGuard(log_decisions=False, count_usage=False)"
             )
 
     # the run ledger ----------------------------------------------------------------------

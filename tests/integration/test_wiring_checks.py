@@ -13,6 +13,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from agent_guards import (
+    LoopPolicy,
     LoopState,
     RetryState,
     ToolCallGuard,
@@ -23,6 +24,7 @@ from agent_guards import (
 )
 from agent_guards.evidence_resolve import create_evidence_route
 from agent_guards.loop_check import create_reply_check
+from agent_guards.retry_router import Backoff, RetryRouterPolicy
 from agent_guards.testing import tool_call_message
 
 
@@ -199,3 +201,46 @@ def test_an_edge_asked_for_a_route_inside_a_users_node_still_answers() -> None:
         state = {"messages": [tool_call_message("search", {"q": "x"})]}
         out = asyncio.run(graph.ainvoke(state)) if fn is anode else graph.invoke(state)
         assert out["messages"][-1].content == "continue"
+
+
+@pytest.mark.parametrize(
+    "add",
+    [
+        lambda b, p: add_loop_check(b, "tools", continue_to="model", policy=p),
+        lambda b, p: add_retry_router(b, "tools", model="model", tools="tools", loop_policy=p),
+    ],
+)
+def test_a_loop_policy_given_to_the_edge_only_is_refused(add: Any) -> None:
+    """The tool node kept reusing a tool the edge's policy said not to reuse."""
+    b = builder(RetryState)  # ToolCallGuard() has LoopPolicy() by default
+    with pytest.raises(ValueError, match=r"pass the same policy to both, ToolCallGuard\(loop="):
+        add(b, LoopPolicy(no_reuse_tools=frozenset({"search"})))
+
+
+def test_a_policy_given_to_the_guard_only_holds_on_the_edge() -> None:
+    policy = LoopPolicy(stop_at=5)
+    b = builder(RetryState, ToolCallGuard(loop=policy).tool_node([search]))
+    add_loop_check(b, "tools", continue_to="model")
+    route = b.branches["tools"]["loop_check"].path
+    calls = [tool_call_message("search", {"q": "x"}) for _ in range(4)]
+    assert route.invoke({"messages": calls}) == "continue"  # the default would stop at 3
+    retry = RetryRouterPolicy(backoff=Backoff(max_attempts=7))
+    with pytest.raises(ValueError, match=r"ToolCallGuard\(retry=\.\.\.\) with another"):
+        add_retry_router(
+            builder(RetryState, ToolCallGuard(retry=retry).tool_node([search])), "tools",
+            model="model", tools="tools", policy=RetryRouterPolicy(),
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "add",
+    [
+        lambda b: add_loop_check(b, "tools", continue_to="model"),
+        lambda b: add_retry_router(b, "tools", model="model", tools="tools"),
+    ],
+)
+def test_a_bare_guard_as_the_tools_node_is_refused(add: Any) -> None:
+    """add_node("tools", ToolCallGuard()) compiled, then failed at the first tool call
+    with "missing 1 required positional argument: 'execute'"."""
+    with pytest.raises(ValueError, match=r"add the node as ToolCallGuard\(\.\.\.\)\.tool_node"):
+        add(builder(RetryState, ToolCallGuard()))
