@@ -20,16 +20,22 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from agent_guards.core.decision import GuardDecision
-from agent_guards.core.signatures import REUSE_LINE, content_text
+from agent_guards.core.decision import GuardDecision, Verdict
+from agent_guards.core.signatures import REUSE_LINE, content_text, is_guard_message
 from agent_guards.core.texts import TEXTS_EN, Texts
 
-__all__ = ["answer_pending", "final_message", "partial_results"]
+__all__ = [
+    "answer_pending",
+    "budget_refused_again",
+    "final_message",
+    "is_budget_refusal",
+    "partial_results",
+]
 
 
 def answer_pending(
@@ -137,3 +143,58 @@ def final_message(
             }
         },
     )
+
+
+def budget_refused_again(messages: Sequence[Any]) -> GuardDecision | None:
+    """A stop when the model asked for tools again after the tool budget refused a whole
+    turn, and that turn was refused too; None otherwise.
+
+    A call past ``max_tool_calls`` is answered "not executed: answer with what you have"
+    (:class:`~agent_guards.ToolCallGuard` with a ``Budget``). A model that asks for more
+    anyway would be refused forever: two refused turns in a row end the run.
+
+    Example:
+        >>> def turn(i):
+        ...     ask = AIMessage("", tool_calls=[{"name": "search", "args": {"q": i}, "id": i}])
+        ...     no = ToolMessage("[budget] Not executed", tool_call_id=i, name="search",
+        ...                      response_metadata={"agent_guards": {"budget": "max_tool_calls"}})
+        ...     return [ask, no]
+        >>> budget_refused_again(turn("a")) is None
+        True
+        >>> budget_refused_again([*turn("a"), *turn("b")]).reason
+        'max_tool_calls'
+    """
+    refused: list[str] = []  # the refused calls' ids, newest first
+    results: list[ToolMessage] = []  # the answers of the turn being read
+    turns = 0
+    for m in reversed(messages):
+        if isinstance(m, ToolMessage):
+            results.append(m)
+        elif (
+            isinstance(m, AIMessage)
+            and m.tool_calls
+            and results
+            and all(map(is_budget_refusal, results))
+        ):
+            turns += 1
+            refused += [str(r.tool_call_id) for r in results]
+            results = []
+            if turns == 2:
+                return GuardDecision(
+                    guard="budget",
+                    verdict=Verdict.STOP,
+                    reason="max_tool_calls",
+                    detail="the tool budget is spent, and the model kept asking for tools",
+                    selected_ids=tuple(reversed(refused)),
+                    data={"refused_turns": turns},
+                )
+        elif not (isinstance(m, BaseMessage) and is_guard_message(m)):
+            return None  # a turn with a call that ran, a reply, or the user's message
+    return None
+
+
+def is_budget_refusal(message: ToolMessage) -> bool:
+    """Whether ``message`` answers a call the tool budget did not let run."""
+    meta = message.response_metadata
+    ours = meta.get("agent_guards") if isinstance(meta, Mapping) else None
+    return isinstance(ours, Mapping) and ours.get("budget") == "max_tool_calls"

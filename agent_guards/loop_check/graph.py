@@ -57,7 +57,7 @@ from langgraph.types import Command
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, Verdict
 from agent_guards.core.state import GuardState, StateKeys
-from agent_guards.core.stopping import answer_pending, final_message
+from agent_guards.core.stopping import answer_pending, budget_refused_again, final_message
 from agent_guards.core.texts import Texts
 from agent_guards.graph import state_messages
 from agent_guards.loop_check.core import detect_loop
@@ -107,6 +107,10 @@ def _check(policy: LoopPolicy | None) -> LoopPolicy:
 
 
 def _decide(state: Any, config: RunnableConfig, policy: LoopPolicy, key: str) -> GuardDecision:
+    messages = _node.state_value(state, key)
+    spent = budget_refused_again(messages) if isinstance(messages, list) else None
+    if spent is not None:  # the tool budget refused two turns in a row, and nothing else stops
+        return _node.stamp(replace(spent, policy=policy.label), config)
     core = partial(detect_loop, policy=policy)
     decision = _node.decide_on_messages(GUARD, core, state, config, policy=policy.label, key=key)
     if policy.on_loop != "truncate":

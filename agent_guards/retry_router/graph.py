@@ -61,7 +61,7 @@ from collections.abc import Hashable
 from functools import partial
 from typing import Annotated, Any, Literal, cast
 
-from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, StateGraph
 from langgraph.graph.message import add_messages
@@ -70,7 +70,7 @@ from langgraph.types import RetryPolicy
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, RetryRoute, Verdict
 from agent_guards.core.state import GuardState, StateKeys
-from agent_guards.core.stopping import answer_pending, final_message
+from agent_guards.core.stopping import answer_pending, final_message, is_budget_refusal
 from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.graph import state_messages
 from agent_guards.loop_check.core import detect_loop
@@ -188,11 +188,14 @@ def create_retry_router(
     return _node.runnable(GUARD, route, keys=keys, wiring=wiring)
 
 
-def _finish_text(decision: GuardDecision, texts: Texts) -> str:
-    """The user's sentence for an ending route (``texts`` words it; no guard name, no code)."""
+def _finish_text(decision: GuardDecision, texts: Texts, *, budget: bool = False) -> str:
+    """The user's sentence for an ending route (``texts`` words it; no guard name, no code);
+    ``budget``: the failure is the tool budget's refusal, not the tool's."""
     data = decision.data
     tool = data.get("tool") or "the tool"
     route = data.get("route")
+    if budget:
+        return texts.render("stop", detail=f"the tool budget is spent ({data.get('message')})")
     if decision.reason == "outcome_unknown":  # whatever route the policy chose for it
         return texts.render("outcome_unknown", tool=tool)
     if route == "clarify":
@@ -228,7 +231,12 @@ def finish_messages(
         messages, f"Not executed: retry_router ended the run ({decision.reason}).", name=GUARD
     )
     texts = texts or TEXTS_EN
-    text = _finish_text(decision, texts)
+    failed = str(decision.data.get("call_id"))
+    budget = any(
+        isinstance(m, ToolMessage) and m.tool_call_id == failed and is_budget_refusal(m)
+        for m in messages
+    )
+    text = _finish_text(decision, texts, budget=budget)
     if decision.data.get("route") == "clarify":
         final = AIMessage(
             content=text, name=GUARD, response_metadata={"agent_guards": {"guard": GUARD}}

@@ -223,3 +223,51 @@ def test_two_workers_racing_for_the_last_call_never_both_run() -> None:
     assert len(answers) == 2  # each call answered: run, or refused by the budget
     refused = [m for m in answers if m.content.startswith("[budget] Not executed")]
     assert len(refused) == 2 - len(runs)
+
+
+def _asks_forever() -> ScriptedChatModel:
+    """A model that asks for a new call each turn, whatever the tools answer."""
+    n = iter(range(1000))
+    return ScriptedChatModel(
+        script=[lambda _: AIMessage("", tool_calls=[{"name": "fetch", "args": {"i": next(n)},
+                                                      "id": f"ask{next(n)}"}])],
+        repeat_last=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("edge", ["loop_check", "retry_router"])
+def test_a_model_asking_past_the_spent_budget_is_stopped_with_the_budget_as_reason(
+    edge: str,
+) -> None:
+    """The refusal asks the model to answer with what it has. One that asks again was
+    refused until the recursion limit under add_loop_check (no edge acted on the refusal),
+    and told "fetch is unavailable right now" under add_retry_router."""
+    runs: list[int] = []
+
+    @tool
+    def fetch(i: int) -> str:
+        """Fetch item i."""
+        runs.append(i)
+        return f"item {i}"
+
+    model = _asks_forever()
+    builder = StateGraph(RetryState)
+    builder.add_node("model", lambda s: {"messages": [model.invoke(s["messages"])]})
+    builder.add_node("tools", ToolCallGuard(budget=Budget(max_tool_calls=3)).tool_node([fetch]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    if edge == "loop_check":
+        add_loop_check(builder, "tools", continue_to="model")
+    else:
+        add_retry_router(builder, "tools", model="model", tools="tools", loop_policy=LoopPolicy())
+    out = builder.compile().invoke({"messages": [HumanMessage("fetch them all")]},
+                                   {"recursion_limit": 60})  # fmt: skip
+    assert len(runs) == 3
+    final = out["messages"][-1]
+    assert final.content.startswith("I had to stop before finishing: the tool budget is spent")
+    # the loop edge gives the model one refused turn to answer; the retry edge ends on it
+    assert len(model.calls) == {"loop_check": 5, "retry_router": 4}[edge]
+    assert (
+        out["guard_log"][-1].reason
+        == {"loop_check": "max_tool_calls", "retry_router": "quota"}[edge]
+    )
