@@ -343,8 +343,8 @@ def _require_edge(edge: GuardEdge, config: RunnableConfig | None, caller: Any) -
     )
 
 
-_NODE_STEP = "seq:step:1"  # LangGraph tags the node's own step of a task so
-_NODE_CALLERS = ("langgraph.", "asyncio.")  # its runner, or the task it starts (async)
+_NODE_STEP = "seq:step:1"  # LangGraph's tag on a task's node step (its writers: 2, 3, ...)
+_NODE_CALLERS = ("langgraph.", "asyncio.")  # who calls a node: the runner, or its own task
 
 
 def _unobserved(config: RunnableConfig | None) -> bool:

@@ -84,13 +84,11 @@ def _changed(a: Action, seen: set[str], writes: set[str], *, reads: bool = True)
 
 
 class _Streak(NamedTuple):
-    repeats: int
-    """Occurrences since the picture last changed, the call's own result included."""
     ids: list[str]
+    """The occurrences since the picture last changed, the call's own result included."""
     failing: bool
-    runs: int
-    """Occurrences since the picture last changed, whatever the call itself returned."""
     run_ids: list[str]
+    """The occurrences since the picture last changed, whatever the call itself returned."""
 
 
 def _streak(actions: Sequence[Action], signature: str, *, reads: bool = True) -> _Streak:
@@ -99,7 +97,7 @@ def _streak(actions: Sequence[Action], signature: str, *, reads: bool = True) ->
 
     Identical calls of one assistant turn are one action: they are asked together, and
     the turn answers its duplicates itself (each runs once, the rest are told so)."""
-    count, last, failed = 0, None, True
+    last, failed = None, True
     ids: list[str] = []
     run_ids: list[str] = []
     writes: set[str] = set()
@@ -108,7 +106,7 @@ def _streak(actions: Sequence[Action], signature: str, *, reads: bool = True) ->
     for a in actions:
         if a.signature != signature:
             if _changed(a, seen, writes, reads=reads):  # what it sees may differ: restart
-                count, ids, last, failed, turn, run_ids = 0, [], None, True, None, []
+                ids, last, failed, turn, run_ids = [], None, True, None, []
             continue
         if a.ai_position == turn:
             continue
@@ -117,14 +115,13 @@ def _streak(actions: Sequence[Action], signature: str, *, reads: bool = True) ->
         if key is not None:
             seen.add(key)
         if key is not None and last is not None and key != last:
-            count, ids, failed = 0, [], True
-        count += 1
+            ids, failed = [], True
         ids.append(a.call_id)
         run_ids.append(a.call_id)
         if key is not None:
             last = key
             failed = failed and key == "error"
-    return _Streak(count, ids, failed and last == "error", len(run_ids), run_ids)
+    return _Streak(ids, failed and last == "error", run_ids)
 
 
 def _repeated_call(view: View, policy: LoopPolicy) -> Finding | None:
@@ -133,7 +130,8 @@ def _repeated_call(view: View, policy: LoopPolicy) -> Finding | None:
     for a in latest_batch(actions):
         if a.tool in policy.exempt_tools:
             continue
-        count, ids, failing, _, _ = _streak(actions, a.signature, reads=not a.effect.changes_world)
+        ids, failing, _ = _streak(actions, a.signature, reads=not a.effect.changes_world)
+        count = len(ids)
         if best is None or count > best.count:
             what = "failed" if failing else "was called"
             best = Finding(
@@ -158,14 +156,14 @@ def _repeated_effect(view: View, policy: LoopPolicy) -> Finding | None:
     for a in latest_batch(view.turn):
         if a.tool in policy.exempt_tools or not a.effect.changes_world:
             continue
-        streak = _streak(view.turn, a.signature, reads=False)
-        if streak.runs > streak.repeats and (best is None or streak.runs > best.count):
+        repeats, _, runs = _streak(view.turn, a.signature, reads=False)
+        if len(runs) > len(repeats) and (best is None or len(runs) > best.count):
             best = Finding(
                 "repeated_effect",
                 "repeated_effect",
-                streak.runs,
-                tuple(streak.run_ids),
-                f"{a.tool} ran {streak.runs} times with the same arguments, with a new "
+                len(runs),
+                tuple(runs),
+                f"{a.tool} ran {len(runs)} times with the same arguments, with a new "
                 "result each time (it may be doing its work again)",
                 a.tool,
                 a.signature,
