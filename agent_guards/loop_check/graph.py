@@ -247,7 +247,12 @@ def create_loop_stop(
     def stop(state: Any, config: RunnableConfig) -> dict[str, Any]:
         decision = _decide(state, config, policy, messages_key)
         messages = state_messages(state, messages_key)
-        return _stop_update(decision, messages, messages_key, policy.texts)
+        update = _stop_update(decision, messages, messages_key, policy.texts)
+        log = _node.state_value(state, "guard_log") or []
+        last = log[-1] if log else None
+        if isinstance(last, GuardDecision) and (last.guard, last.reason) == (GUARD, "human_stop"):
+            del update["guard_log"]  # a human just stopped the run: that is its decision
+        return update
 
     return _node.runnable("loop_stop", stop, keys=keys, mixin="LoopState")
 
