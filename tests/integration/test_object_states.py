@@ -1,8 +1,9 @@
-"""The guards on a pydantic state (the guard channels declared as fields): they read it as
-they read a dict. Before, two paths read the decision log of dict states only."""
+"""The guards on a pydantic or dataclass state (the guard channels declared as fields): they
+read it as they read a dict. Before, two paths read the decision log of dict states only."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import pytest
@@ -32,6 +33,15 @@ class PydanticState(BaseModel):
     run_ledger: Annotated[dict[str, dict[str, Any]], merge_ledger] = Field(default_factory=dict)
 
 
+@dataclass
+class DataclassState:
+    messages: Annotated[list[AnyMessage], add_messages] = field(default_factory=list)
+    guard_log: Annotated[list[GuardDecision], keep_last()] = field(default_factory=list)
+    usage: Annotated[dict[str, Any], merge_usage] = field(default_factory=dict)
+    run_ledger: Annotated[dict[str, dict[str, Any]], merge_ledger] = field(default_factory=dict)
+
+
+OBJECTS = [PydanticState, DataclassState]
 runs: list[str] = []
 
 
@@ -80,13 +90,15 @@ def _log(state: Any, tool_: Any, wire: str, policy: LoopPolicy) -> list[str]:
     return [f"{d.verdict.value}:{d.reason}" for d in out["guard_log"]]
 
 
-@pytest.mark.parametrize("state", [RetryState, PydanticState], ids=["typeddict", "pydantic"])
+@pytest.mark.parametrize(
+    "state", [RetryState, *OBJECTS], ids=["typeddict", "pydantic", "dataclass"]
+)
 def test_a_refusal_is_logged_once(state: Any) -> None:
     assert _log(state, salary, "retry", LoopPolicy()) == ["refuse:permission"]
     assert runs == ["salary"]
 
 
-@pytest.mark.parametrize("state", [LoopState, PydanticState], ids=["typeddict", "pydantic"])
+@pytest.mark.parametrize("state", [LoopState, *OBJECTS], ids=["typeddict", "pydantic", "dataclass"])
 def test_a_loop_after_its_cut_is_stopped(state: Any) -> None:
     log = _log(state, search, "loop", LoopPolicy(on_loop="truncate"))
     assert log[-1] == "stop:repeated_call"
