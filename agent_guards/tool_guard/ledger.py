@@ -39,7 +39,7 @@ from langchain_core.messages import HumanMessage
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
 from agent_guards.core.signatures import content_text, is_guard_message
-from agent_guards.graph import ask_human
+from agent_guards.graph import ask_human, state_value
 from agent_guards.tool_guard.claims import aclaim, aoverwrite, claim, count, items, overwrite
 
 if TYPE_CHECKING:
@@ -86,10 +86,7 @@ class Turn(NamedTuple):
     def of(cls, state: Any) -> Turn | None:
         """The latest user message of ``state["messages"]`` (a guard's own messages, a
         nudge or a context summary, are no user turn); None without one."""
-        if isinstance(state, Mapping):
-            messages = state.get("messages")
-        else:  # an object state (pydantic, a dataclass)
-            messages = getattr(state, "messages", None)
+        messages = state_value(state, "messages")  # a dict state, or an object (pydantic)
         if not isinstance(messages, list):
             return None
         for i in range(len(messages) - 1, -1, -1):  # from the end: the cost is the turn's
