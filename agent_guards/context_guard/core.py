@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from agent_guards.context_guard.model import (
@@ -43,7 +43,9 @@ from agent_guards.context_guard.steps import (
     pin_extras,
     pin_items,
     resolve_pins,
+    scanner,
     tool_tokens,
+    treat_tool,
     treat_tools,
 )
 from agent_guards.context_guard.summary import marker, outline_summary, render_history, stable_hash
@@ -62,7 +64,7 @@ from agent_guards.context_guard.tally import (
     tally_end,
 )
 from agent_guards.context_guard.tokens import usage_scale
-from agent_guards.context_guard.verdict import Fitted, decide
+from agent_guards.context_guard.verdict import Fitted, decide, decide_unchanged
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import shown
 from agent_guards.core.signatures import is_guard_message
@@ -183,7 +185,8 @@ def fit_context(
         fast = _incremental(msgs, tally, start, pin_items(pinned), b)
         if fast is not None:
             return fast
-    return _full(msgs if isinstance(msgs, list) else list(msgs), pinned, b)
+    history = msgs if isinstance(msgs, list) else list(msgs)
+    return _unchanged_full(history, pinned, b) or _full(history, pinned, b)
 
 
 def _read_counts(count: Counter, msgs: Sequence[BaseMessage], start: int = 0) -> list[int]:
@@ -277,6 +280,46 @@ def _full(
     return decide(pol, fit, _tally_of(out, out_raw, lead=len(lead), head=len(head), how=how, b=b))
 
 
+def _unchanged_full(
+    msgs: list[BaseMessage], pinned: Iterable[PinnedItem] | PinnedItem, b: _Budget
+) -> ContextVerdict | None:
+    """``_full`` for a history it leaves as it is, the usual case before a model call: no
+    pinned message to place, no earlier pin to drop as stale, no tool result to archive or
+    quote, usage under ``compress_ratio``. Assembly then keeps every message where it is
+    (the leading system messages, then the rest), so the verdict is the one the usage
+    gives; None when any of that does not hold (``_full`` decides). Read errors and bad
+    pins are raised in ``_full``'s order (counts first, then pins)."""
+    pol = b.pol
+    raw = _read_counts(b.raw, msgs)
+    labels = [m.id or f"#{i}" for i, m in enumerate(msgs)]
+    pin_ids, extras, how = resolve_pins(pinned, msgs, labels)
+    if extras:
+        return None
+    scale = usage_scale(msgs, raw, b.tool_tokens) if b.raw is DEFAULT_COUNTER else 1.0
+    tokens = scaled_total(sum(raw), scale) + b.tool_tokens
+    if tokens >= pol.compress_ratio * b.budget or tokens > b.budget:
+        return None
+    if any(marker(m).get("role") == "pinned" for m in msgs):
+        return None  # a stale pin: assembly drops it
+    if not _tools_untouched(msgs, labels, raw, scale, b):
+        return None
+    lead = 0
+    while lead < len(msgs) and isinstance(msgs[lead], SystemMessage):
+        lead += 1
+    return decide_unchanged(
+        pol,
+        messages=tuple(msgs),
+        tokens=tokens,
+        tokens_before=tokens,
+        budget=b.budget,
+        max_tokens=b.max_tokens,
+        tool_tokens=b.tool_tokens,
+        kept=labels[lead:],
+        pin_labels=sorted(pin_ids),
+        tally=_tally_of(msgs, raw, lead=lead, head=lead, how=how, b=b),
+    )
+
+
 def _scale_of(msgs: list[BaseMessage], raw: dict[int, int], b: _Budget) -> float:
     """How much ``usage_metadata`` scales the estimate up (1 for a counter of the model's)."""
     if b.raw is not DEFAULT_COUNTER:
@@ -344,33 +387,78 @@ def _incremental(
     limit = pol.archive_over_tokens
     if b.archive and limit is not None and math.ceil(int(t["biggest"]) * scale) > limit:
         return None  # a result left in place is now long enough to be archived
+    pin_labels = sorted(label for label, _ in how.values()) + [e.id or "" for e in extras]
+    if not _tools_untouched(new, labels, raw_new, scale, b):
+        step = _Step(t, n, new, labels, raw_new, scale, how, pin_labels)
+        return _incremental_treated(msgs, step, b)
     raw_in = int(t["tokens"]) + sum(raw_new)
+    tokens = scaled_total(raw_in, scale) + b.tool_tokens
+    if tokens >= pol.compress_ratio * b.budget or tokens > b.budget:
+        return None
+    # nothing before the tally's end changes and nothing after it is rewritten, so neither
+    # the history nor its labels are copied here
+    kept = Labels(tuple(labels), before=prefix_labels(msgs, head, n))
+    tally = _tally_on(
+        t, msgs, out_new=new, out_raw=raw_new, raw_out=raw_in, how=how, b=b, kept=kept
+    )
+    return decide_unchanged(
+        pol,
+        messages=_as_given(msgs),
+        tokens=tokens,
+        tokens_before=tokens,
+        budget=b.budget,
+        max_tokens=b.max_tokens,
+        tool_tokens=b.tool_tokens,
+        kept=kept,
+        pin_labels=pin_labels,
+        tally=tally,
+    )
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What ``_incremental`` read from the tally and the messages appended since."""
+
+    t: Mapping[str, Any]
+    n: int
+    new: Sequence[BaseMessage]
+    labels: list[str]
+    raw_new: list[int]
+    scale: float
+    how: dict[str, list[str]]
+    pin_labels: list[str]
+
+
+def _incremental_treated(
+    msgs: Sequence[BaseMessage], s: _Step, b: _Budget
+) -> ContextVerdict | None:
+    """``_incremental`` when tool results appended since the tally are archived or quoted."""
+    pol, t, n, scale = b.pol, s.t, s.n, s.scale
+    raw_in = int(t["tokens"]) + sum(s.raw_new)
     tok = {
         id(m): r if scale <= 1.0 else math.ceil(r * scale)
-        for m, r in zip(new, raw_new, strict=True)
+        for m, r in zip(s.new, s.raw_new, strict=True)
     }
     body, records, flagged, replaced = treat_tools(
-        list(zip(labels, new, strict=True)), tok, pol, archive=b.archive
+        list(zip(s.labels, s.new, strict=True)), tok, pol, archive=b.archive
     )
     out_new = [m for _, m in body]
-    out_raw = [r if m is o else b.raw(m) for m, o, r in zip(out_new, new, raw_new, strict=True)]
-    raw_out = raw_in - sum(raw_new) + sum(out_raw)
+    out_raw = [r if m is o else b.raw(m) for m, o, r in zip(out_new, s.new, s.raw_new, strict=True)]
+    raw_out = raw_in - sum(s.raw_new) + sum(out_raw)
     tokens = scaled_total(raw_out, scale) + b.tool_tokens
     if tokens >= pol.compress_ratio * b.budget or tokens > b.budget:
         return None
-    # nothing before the tally's end changes, so neither the history nor its labels are
-    # copied here (a fit that replaces new messages copies both: it writes them back)
-    out = [*msgs[:n], *out_new] if replaced else msgs
-    kept = Labels(tuple(labels), before=prefix_labels(msgs, head, n))
+    out = [*msgs[:n], *out_new]  # written back: the history and its labels are copied
+    kept = Labels(tuple(s.labels), before=prefix_labels(msgs, int(t["head"]), n))
     fit = Fitted(
-        messages=tuple(out) if replaced else _as_given(msgs),
+        messages=tuple(out),
         tokens=tokens,
         tokens_before=scaled_total(raw_in, scale) + b.tool_tokens,
         budget=b.budget,
         max_tokens=b.max_tokens,
         tool_tokens=b.tool_tokens,
         kept=kept,
-        pin_labels=sorted(label for label, _ in how.values()) + [e.id or "" for e in extras],
+        pin_labels=s.pin_labels,
         removed=[],
         summary=None,
         room=0,
@@ -380,13 +468,24 @@ def _incremental(
         records=records,
         changed=bool(replaced),
     )
-    return decide(
-        pol,
-        fit,
-        _tally_on(
-            t, out, out_new=out_new, out_raw=out_raw, raw_out=raw_out, how=how, b=b, kept=kept
-        ),
+    tally = _tally_on(
+        t, out, out_new=out_new, out_raw=out_raw, raw_out=raw_out, how=s.how, b=b, kept=kept
     )
+    return decide(pol, fit, tally)
+
+
+def _tools_untouched(
+    msgs: Sequence[BaseMessage], labels: Sequence[str], raw: Sequence[int], scale: float, b: _Budget
+) -> bool:
+    """Whether ``treat_tools`` leaves every tool result in ``msgs`` as it is (nothing to
+    archive, nothing to quote)."""
+    scan = scanner(b.pol.injection)
+    for m, label, r in zip(msgs, labels, raw, strict=True):
+        if isinstance(m, ToolMessage):
+            t = r if scale <= 1.0 else math.ceil(r * scale)
+            if treat_tool(m, label, t, b.pol, b.archive, scan=scan)[0] is not m:
+                return False
+    return True
 
 
 def _as_given(msgs: Sequence[BaseMessage]) -> tuple[BaseMessage, ...]:

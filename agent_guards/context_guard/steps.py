@@ -30,7 +30,9 @@ __all__ = [
     "pin_extras",
     "pin_items",
     "resolve_pins",
+    "scanner",
     "tool_tokens",
+    "treat_tool",
     "treat_tools",
 ]
 
@@ -211,7 +213,7 @@ def scanner(policy: InjectionPolicy) -> Callable[[str], tuple[str, ...]]:
     return memo
 
 
-def _process_tool(
+def treat_tool(
     m: ToolMessage,
     label: str,
     tokens: int,
@@ -220,6 +222,8 @@ def _process_tool(
     *,
     scan: Callable[[str], tuple[str, ...]],
 ) -> tuple[BaseMessage, ArchiveRecord | None, tuple[str, ...]]:
+    """One tool result as ``treat_tools`` leaves it (``m`` itself when nothing is done),
+    its archive record and its injection flags."""
     mark = marker(m)
     if mark.get("archive_id") or mark.get("flags") is not None:
         return m, None, ()  # already handled in an earlier pass
@@ -319,7 +323,7 @@ def treat_tools(
     for label, m in rest:
         new: BaseMessage = m
         if isinstance(m, ToolMessage):
-            new, record, flags = _process_tool(m, label, tok[id(m)], pol, archive, scan=scan)
+            new, record, flags = treat_tool(m, label, tok[id(m)], pol, archive, scan=scan)
             if record is not None:
                 records.append(record)
             if flags:

@@ -28,7 +28,7 @@ from agent_guards.context_guard.policy import GUARD, ContextPolicy
 from agent_guards.context_guard.tally import Labels
 from agent_guards.core.decision import GuardDecision, Verdict
 
-__all__ = ["Fitted", "decide", "with_summary_text"]
+__all__ = ["Fitted", "decide", "decide_unchanged", "with_summary_text"]
 
 
 @dataclass(frozen=True)
@@ -206,6 +206,68 @@ def decide(pol: ContextPolicy, fit: Fitted, tally: dict[str, Any] | None = None)
         summary_room=fit.room,
         summarized_messages=tuple(m for _, m in fit.removed) if summary is not None else (),
         decision=_decision(pol, verdict, reason, mv, fit),
+        tally=tally,
+    )
+
+
+def decide_unchanged(
+    pol: ContextPolicy,
+    *,
+    messages: tuple[BaseMessage, ...],
+    tokens: int,
+    tokens_before: int,
+    budget: int,
+    max_tokens: int,
+    tool_tokens: int,
+    kept: Collection[str],
+    pin_labels: list[str],
+    tally: dict[str, Any] | None,
+) -> ContextVerdict:
+    """:func:`decide` for a fit that left the history as it was: nothing removed, archived,
+    quoted or dropped as stale, so the verdict is the one its usage gives and every list of
+    moved ids is empty (what ``decide`` builds from an empty ``Fitted``, without building it)."""
+    usage, usage_before = tokens / budget, tokens_before / budget
+    verdict, reason = _classify(
+        pol, usage, removed=False, summary=False, archived=False, flagged=False
+    )
+    data: dict[str, Any] = {
+        "usage": round(usage, 4),
+        "usage_before": round(usage_before, 4),
+        "tokens": tokens,
+        "tokens_before": tokens_before,
+        "budget": budget,
+        "max_tokens": max_tokens,
+        "tool_tokens": tool_tokens,
+        "kept": len(kept),
+        "summarized": 0,
+        "truncated": 0,
+        "archived": {},
+        "history_archive_id": None,
+        "flagged": {},
+        "summary_id": None,
+        "summary_source": "none",
+    }
+    detail = _detail(usage_before, usage, budget, summarized=0, truncated=0, archived=0, flagged=0)
+    decision = GuardDecision(
+        guard=GUARD,
+        verdict=verdict,
+        reason=reason,
+        detail=detail,
+        selected_ids=tuple(pin_labels),
+        policy=pol.label,
+        data=data,
+    )
+    return ContextVerdict(
+        verdict=verdict,
+        reason=reason,
+        messages=messages,
+        usage=usage,
+        usage_before=usage_before,
+        tokens=tokens,
+        tokens_before=tokens_before,
+        budget=budget,
+        kept_ids=later(kept.joined) if isinstance(kept, Labels) else tuple(kept),
+        decision=decision,
         tally=tally,
     )
 
