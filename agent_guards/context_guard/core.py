@@ -527,13 +527,16 @@ def _pins_again(
     if not wanted:
         return {}
     known = set(labels)
-    calls = call_labels(new, labels)
+    calls: dict[str, str] | None = None  # read only for an id pinned by its tool call
     how: dict[str, list[str]] = {}
     for item in wanted:
         prev = before.get(item)
         if item in known or (prev is not None and prev[1] == "id"):
             how[item] = [item, "id"]
-        elif item in calls:
+            continue
+        if calls is None:
+            calls = call_labels(new, labels)
+        if item in calls:
             how[item] = [calls[item], "call"]
         elif prev is not None:
             how[item] = [str(prev[0]), "call"]

@@ -32,8 +32,8 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, get_buffer_string
@@ -61,7 +61,7 @@ from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import safe_str
 from agent_guards.core.state import GuardState, StateKeys
-from agent_guards.graph import graph_store, guarded, invalid_input, runnable, stamp, state_value
+from agent_guards.graph import graph_store, invalid_input, runnable, stamp, state_value
 
 __all__ = [
     "ContextState",
@@ -285,10 +285,12 @@ class ContextGuardNode:
         messages = state_value(state, self.messages_key) or []
         if not isinstance(messages, (list, tuple)):
             messages = list(messages)
-        pins: list[str | BaseMessage] = list(self.state_pins(state))
+        pins: list[str | BaseMessage] = self.state_pins(state)
         if self.pinned_ids_key:
             ids = state_value(state, self.pinned_ids_key) or ()
-            if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
+            if type(ids) is not list and (
+                isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable)
+            ):
                 raise InvalidInputError(
                     f"must be a list of message or tool-call ids, got {type(ids).__name__}",
                     field=self.pinned_ids_key,
@@ -315,10 +317,12 @@ class ContextGuardNode:
     def fit(
         self, state: Any, config: RunnableConfig
     ) -> tuple[ContextVerdict, BaseStore | None] | GuardDecision:
-        """``prepare`` with bad input turned into a decision (interrupts pass through)."""
-        run: Callable[..., tuple[ContextVerdict, BaseStore | None] | GuardDecision]
-        run = guarded(self.prepare, self.on_invalid)
-        return run(state, config)
+        """``prepare`` with bad input turned into a decision (interrupts pass through: they
+        are not InvalidInputError)."""
+        try:
+            return self.prepare(state, config)
+        except InvalidInputError as err:
+            return self.on_invalid(err)
 
     def summary_call(
         self, verdict: ContextVerdict, config: RunnableConfig
@@ -454,15 +458,14 @@ class ContextGuardNode:
         return self.end(state, config, plan, done)
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(NamedTuple):
     """What a node run will do, decided before any I/O (so sync and async share it)."""
 
     rejected: GuardDecision | None = None
     verdict: ContextVerdict | None = None
     store: BaseStore | None = None
     summary: tuple[Runnable[Any, Any], Any, RunnableConfig] | None = None
-    writes: list[PutOp] = field(default_factory=list)
+    writes: Sequence[PutOp] = ()
 
 
 _EMPTY: tuple[Any, ...] = (None, "", {}, [])

@@ -205,11 +205,17 @@ class _ScanMemo:
 _SCANS: weakref.WeakKeyDictionary[InjectionPolicy, _ScanMemo] = weakref.WeakKeyDictionary()
 
 
+_LAST_SCAN: list[_ScanMemo] = []  # the memo asked for last: a guard asks for the same one
+
+
 def scanner(policy: InjectionPolicy) -> Callable[[str], tuple[str, ...]]:
     """``scan_injection`` under ``policy``, memoized per text (bounded)."""
+    if _LAST_SCAN and _LAST_SCAN[0].policy is policy:
+        return _LAST_SCAN[0]  # no hashing of the policy's patterns on every fit
     memo = _SCANS.get(policy)
     if memo is None:
         memo = _SCANS[policy] = _ScanMemo(policy)
+    _LAST_SCAN[:] = [memo]
     return memo
 
 
