@@ -164,7 +164,9 @@ def fit_context(
     """
     pol = _DEFAULT_POLICY if policy is None else policy
     _check(max_tokens, pol)
-    if not isinstance(messages, Iterable) or isinstance(messages, (str, bytes, Mapping)):
+    if type(messages) not in (list, tuple) and (
+        not isinstance(messages, Iterable) or isinstance(messages, (str, bytes, Mapping))
+    ):
         raise InvalidInputError(
             f"expected a list of messages, got {type(messages).__name__}", field="messages"
         )

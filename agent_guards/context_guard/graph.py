@@ -273,21 +273,19 @@ class ContextGuardNode:
         """The pinned messages of ``state``'s ``pinned_keys``, as this node places them right
         after the leading system messages. A node that writes a new history can put them
         there itself: the fit then finds them in place and rewrites nothing."""
-        return [
-            pin_message(k, v)
-            for k in self.pinned_keys
-            if (v := state_value(state, k)) not in _EMPTY
-        ]
+        read = _reader(state)
+        return [pin_message(k, v) for k in self.pinned_keys if (v := read(k)) not in _EMPTY]
 
     def prepare(
         self, state: Any, config: RunnableConfig
     ) -> tuple[ContextVerdict, BaseStore | None]:
-        messages = state_value(state, self.messages_key) or []
+        read = _reader(state)
+        messages = read(self.messages_key) or []
         if not isinstance(messages, (list, tuple)):
             messages = list(messages)
         pins: list[str | BaseMessage] = self.state_pins(state)
         if self.pinned_ids_key:
-            ids = state_value(state, self.pinned_ids_key) or ()
+            ids = read(self.pinned_ids_key) or ()
             if type(ids) is not list and (
                 isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable)
             ):
@@ -307,7 +305,7 @@ class ContextGuardNode:
             tools=self.tools,
             token_counter=self.token_counter,
             archive=store is not None,
-            tally=state_value(state, self.tally_key) if self.tally_key else None,
+            tally=read(self.tally_key) if self.tally_key else None,
         )
         return verdict, store
 
@@ -469,6 +467,13 @@ class _Plan(NamedTuple):
 
 
 _EMPTY: tuple[Any, ...] = (None, "", {}, [])
+
+
+def _reader(state: Any) -> Callable[[str], Any]:
+    """``state_value`` for one state: whether it is a dict or an object is asked once."""
+    if isinstance(state, Mapping):
+        return state.get
+    return lambda key: getattr(state, key, None)
 
 
 def _summary_failed(verdict: ContextVerdict, err: Exception) -> ContextVerdict:

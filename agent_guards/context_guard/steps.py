@@ -101,6 +101,8 @@ def with_marker(message: BaseMessage, **extra: Any) -> dict[str, Any]:
 
 def pin_items(pinned: Iterable[PinnedItem] | PinnedItem) -> list[Any]:
     """The pinned items as a list (one id or message counts as one item)."""
+    if type(pinned) is list:
+        return list(pinned)
     if isinstance(pinned, (str, BaseMessage)):
         return [pinned]
     if not isinstance(pinned, Iterable) or isinstance(pinned, (bytes, Mapping)):

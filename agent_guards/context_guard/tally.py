@@ -78,12 +78,17 @@ def basis_of(
 
 def tally_end(messages: Sequence[BaseMessage], tally: Mapping[str, Any] | None, basis: str) -> int:
     """How many leading messages ``tally`` still covers (0: count from scratch)."""
-    if not isinstance(tally, Mapping) or tally.get("v") != VERSION or tally.get("basis") != basis:
+    if type(tally) is not dict and not isinstance(tally, Mapping):
+        return 0
+    if tally.get("v") != VERSION or tally.get("basis") != basis:
         return 0
     n, last = tally.get("n"), tally.get("last")
-    if not _count(n) or n < 1 or not isinstance(last, str) or not _well_formed(tally, n):
+    if not _count(n) or n < 1 or not isinstance(last, str):
         return 0
+    # the cheap test first: a new step's history is shorter or ends elsewhere
     if len(messages) < n or getattr(messages[n - 1], "id", None) != last:
+        return 0
+    if not _well_formed(tally, n):
         return 0
     usage = tally.get("usage")
     if usage is not None and reports_total(messages[usage[0]]) is None:
@@ -92,6 +97,8 @@ def tally_end(messages: Sequence[BaseMessage], tally: Mapping[str, Any] | None, 
 
 
 def _count(value: object) -> TypeGuard[int]:
+    if type(value) is int:  # what this module writes: decided without the bool check
+        return value >= 0
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

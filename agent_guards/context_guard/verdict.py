@@ -70,6 +70,11 @@ def _classify(
         return Verdict.REPAIR, "archived"
     if flagged:
         return Verdict.REPAIR, "injection_quoted"
+    return _by_usage(pol, usage)
+
+
+def _by_usage(pol: ContextPolicy, usage: float) -> tuple[Verdict, str]:
+    """The verdict of a fit that moved nothing: NUDGE near the budget, else CONTINUE."""
     if usage >= pol.critical_ratio:
         return Verdict.NUDGE, "critical"
     if usage >= pol.warn_ratio:
@@ -94,8 +99,13 @@ def _detail(
         f"quoted {flagged} tool results with injected instructions" if flagged else "",
     ]
     actions = ", ".join(d for d in done if d)
-    head = f"context at {usage_before:.0%} of a {budget}-token input budget"
+    head = _usage_head(usage_before, budget)
     return f"{head}: {actions}; now at {usage:.0%}" if actions else head
+
+
+def _usage_head(usage_before: float, budget: int) -> str:
+    """The detail of a fit that moved nothing (the head of any other's)."""
+    return f"context at {usage_before:.0%} of a {budget}-token input budget"
 
 
 @dataclass(frozen=True)
@@ -227,9 +237,7 @@ def decide_unchanged(
     quoted or dropped as stale, so the verdict is the one its usage gives and every list of
     moved ids is empty (what ``decide`` builds from an empty ``Fitted``, without building it)."""
     usage, usage_before = tokens / budget, tokens_before / budget
-    verdict, reason = _classify(
-        pol, usage, removed=False, summary=False, archived=False, flagged=False
-    )
+    verdict, reason = _by_usage(pol, usage)
     data: dict[str, Any] = {
         "usage": round(usage, 4),
         "usage_before": round(usage_before, 4),
@@ -247,12 +255,11 @@ def decide_unchanged(
         "summary_id": None,
         "summary_source": "none",
     }
-    detail = _detail(usage_before, usage, budget, summarized=0, truncated=0, archived=0, flagged=0)
     decision = GuardDecision(
         guard=GUARD,
         verdict=verdict,
         reason=reason,
-        detail=detail,
+        detail=_usage_head(usage_before, budget),
         selected_ids=tuple(pin_labels),
         policy=pol.label,
         data=data,
