@@ -574,7 +574,7 @@ def _tally_on(
     t: Mapping[str, Any],
     out: Sequence[BaseMessage],
     *,
-    out_new: list[BaseMessage],
+    out_new: Sequence[BaseMessage],
     out_raw: list[int],
     raw_out: int,
     how: dict[str, list[str]],

@@ -283,7 +283,7 @@ class ContextGuardNode:
         messages = read(self.messages_key) or []
         if not isinstance(messages, (list, tuple)):
             messages = list(messages)
-        pins: list[str | BaseMessage] = self.state_pins(state)
+        pins: list[str | BaseMessage] = [*self.state_pins(state)]
         if self.pinned_ids_key:
             ids = read(self.pinned_ids_key) or ()
             if type(ids) is not list and (
