@@ -207,17 +207,22 @@ class _ScanMemo:
 _SCANS: weakref.WeakKeyDictionary[InjectionPolicy, _ScanMemo] = weakref.WeakKeyDictionary()
 
 
-_LAST_SCAN: list[_ScanMemo] = []  # the memo asked for last: a guard asks for the same one
+# the memo found for each policy object (equal policies share one), so a fit does not
+# hash the policy's patterns; the policy is held with it, so its id is not reused
+_SCANS_BY_ID: dict[int, tuple[InjectionPolicy, _ScanMemo]] = {}
 
 
 def scanner(policy: InjectionPolicy) -> Callable[[str], tuple[str, ...]]:
     """``scan_injection`` under ``policy``, memoized per text (bounded)."""
-    if _LAST_SCAN and _LAST_SCAN[0].policy is policy:
-        return _LAST_SCAN[0]  # no hashing of the policy's patterns on every fit
+    known = _SCANS_BY_ID.get(id(policy))
+    if known is not None and known[0] is policy:
+        return known[1]
     memo = _SCANS.get(policy)
     if memo is None:
         memo = _SCANS[policy] = _ScanMemo(policy)
-    _LAST_SCAN[:] = [memo]
+    if len(_SCANS_BY_ID) >= 64:
+        _SCANS_BY_ID.clear()
+    _SCANS_BY_ID[id(policy)] = (policy, memo)
     return memo
 
 
