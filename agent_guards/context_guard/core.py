@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
@@ -75,8 +75,7 @@ _DEFAULT_POLICY = ContextPolicy()
 _NOTE_ROOM = 120  # tokens left for at least a short summary note when keeping the newest group
 
 
-@dataclass(frozen=True)
-class _Budget:
+class _Budget(NamedTuple):
     """The numbers one ``fit_context`` call works with (a value, built per call)."""
 
     pol: ContextPolicy
