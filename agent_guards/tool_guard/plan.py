@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
@@ -153,6 +153,8 @@ def _plan(
         return Plan("execute", effect=effect)
     keys = signature_keys(loop.ignore_arg_keys, effect.declared_write)
     signature = call_signature(call["name"], call.get("args"), ignore_keys=keys)
+    if _alone_in_a_new_turn(messages, position, ai, call):
+        return Plan("execute", effect=effect)
     before = _earlier_in_turn(ai, call)
     same_turn = _same_turn(call, before, effect, signature, loop)
     if same_turn is not None:
@@ -179,6 +181,33 @@ def _plan(
         loop=loop,
         effect=effect,
     )
+
+
+def _alone_in_a_new_turn(
+    messages: Sequence[Any], position: int, ai: AIMessage | None, call: Any
+) -> bool:
+    """Whether the history has nothing to answer ``call`` from, so it simply executes:
+    it is the one call of the last message, and no assistant message or tool result
+    comes before it (a step's or a thread's first tool turn).
+
+    The history scan of the general path would then read only this call (the signature
+    above has just read it), find no earlier turn and so no match: the same plan, without
+    building the scan's actions. Anything else (siblings, answers, earlier turns, a call
+    without a name, which the scan reports) goes the general way.
+    """
+    if ai is None or position != len(messages) - 1 or ai.invalid_tool_calls:
+        return False
+    calls = ai.tool_calls
+    if len(calls) != 1 or calls[0] is not call:
+        return False
+    name = call.get("name")
+    if not isinstance(name, str) or not name:
+        return False
+    for i in range(position):
+        m = messages[i]
+        if not isinstance(m, BaseMessage) or isinstance(m, AIMessage | ToolMessage):
+            return False
+    return True
 
 
 def prior_actions(

@@ -1,0 +1,123 @@
+"""The tool node's fast paths give what the general paths give, on varied inputs.
+
+Each fast path skips work whose answer is known in the common case (a call alone in a
+new turn needs no history scan; a ledger kept in state needs no store batch). Here each is
+run against the general path it stands for, on generated inputs, errors included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from agent_guards.core import ToolEffects
+from agent_guards.loop_check import LoopPolicy
+from agent_guards.retry_router import RetryRouterPolicy
+from agent_guards.tool_guard import plan as plan_module
+from agent_guards.tool_guard.plan import plan_call
+
+EFFECTS = ToolEffects(read_only={"search"}, writes={"pay"})
+POLICIES = [
+    LoopPolicy(effects=EFFECTS),
+    LoopPolicy(effects=EFFECTS, reuse_results=False),
+    LoopPolicy(effects=EFFECTS, exempt_tools=frozenset({"poll"})),
+    None,
+]
+
+
+@dataclass
+class Request:
+    """What ``plan_call`` reads of a ``ToolCallRequest``."""
+
+    state: dict[str, Any]
+    tool_call: Any
+    tool: Any = None
+
+
+names = st.sampled_from(["search", "pay", "poll", "probe", ""])
+args = st.one_of(
+    st.fixed_dictionaries({"q": st.sampled_from(["a", "b", " a "])}),
+    st.fixed_dictionaries({"q": st.just("a"), "trace_id": st.integers(0, 3)}),
+    st.just({}),
+)
+ids = st.sampled_from(["c1", "c2", "c3"])
+
+
+@st.composite
+def calls(draw: Any) -> dict[str, Any]:
+    return {"name": draw(names), "args": draw(args), "id": draw(ids), "type": "tool_call"}
+
+
+@st.composite
+def turn(draw: Any) -> list[Any]:
+    """An earlier assistant turn: its calls, then answers to some of them."""
+    asked = draw(st.lists(calls(), min_size=1, max_size=2))
+    out: list[Any] = [AIMessage("", tool_calls=asked)]
+    for c in asked:
+        if draw(st.booleans()):
+            status = draw(st.sampled_from(["success", "error"]))
+            text = draw(st.sampled_from(["result a", "result b"]))
+            out.append(ToolMessage(text, tool_call_id=c["id"], name=c["name"], status=status))
+    return out
+
+
+other = st.sampled_from(
+    [
+        [SystemMessage("rules")],
+        [HumanMessage("task")],
+        [HumanMessage("stop repeating", name="loop_check")],
+        [AIMessage("thinking")],
+        [ToolMessage("result a", tool_call_id="c9", name="search")],
+        [{"role": "user", "content": "hi"}],
+        [7],
+    ]
+)
+
+
+@st.composite
+def histories(draw: Any) -> tuple[list[Any], Any]:
+    """Earlier messages, then the latest assistant turn (maybe answered in part)."""
+    blocks = draw(st.lists(st.one_of(turn(), other), max_size=4))
+    asked = draw(st.lists(calls(), min_size=1, max_size=2))
+    invalid = draw(st.sampled_from([[], [{"name": None, "args": "{", "id": "x", "error": "e"}]]))
+    ai = AIMessage("", tool_calls=asked, invalid_tool_calls=invalid)
+    after = draw(st.sampled_from([[], [ToolMessage("done", tool_call_id="c3", name="probe")]]))
+    return [*(m for block in blocks for m in block), ai, *after], ai.tool_calls[0]
+
+
+def _outcome(run: Any) -> Any:
+    try:
+        return ("ok", run())
+    except Exception as err:  # an error is part of the answer
+        return ("error", type(err), str(err))
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), st.sampled_from(POLICIES), st.booleans())
+def test_a_call_alone_in_a_new_turn_is_planned_as_the_scan_plans_it(
+    history: tuple[list[Any], Any], loop: LoopPolicy | None, retry: bool
+) -> None:
+    messages, call = history
+    request = Request({"messages": messages}, call)
+    policy = RetryRouterPolicy() if retry else None
+
+    def plan() -> Any:
+        return plan_call(request, loop=loop, retry=policy, effects=EFFECTS)  # type: ignore[arg-type]
+
+    fast = _outcome(plan)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan_module, "_alone_in_a_new_turn", lambda *a: False)
+        general = _outcome(plan)
+    assert fast == general
+
+
+def test_the_fast_plan_is_taken_for_a_steps_first_call() -> None:
+    ai = AIMessage("", tool_calls=[{"name": "search", "args": {"q": "a"}, "id": "c1"}])
+    messages = [SystemMessage("rules"), HumanMessage("Step s1: search"), ai]
+    assert plan_module._alone_in_a_new_turn(messages, 2, ai, ai.tool_calls[0])
+    assert not plan_module._alone_in_a_new_turn([*messages[:1], ai, ai], 2, ai, ai.tool_calls[0])
