@@ -63,6 +63,15 @@ class Plan:
     graph's store, or the view of the ledger kept in state whose writes the call returns."""
 
 
+def replaced(plan: Plan, **changes: Any) -> Plan:
+    """``dataclasses.replace(plan, **changes)`` for the tool node's every call: a Plan runs
+    no checks when made, so the copy takes its fields as they are (``replace`` would look
+    them all up and build it through ``__init__``)."""
+    copy = object.__new__(Plan)
+    copy.__dict__.update(plan.__dict__, **changes)
+    return copy
+
+
 def _latest_ai(messages: Sequence[Any]) -> tuple[int, AIMessage | None]:
     for i in range(len(messages) - 1, -1, -1):
         if isinstance(messages[i], AIMessage):
@@ -542,8 +551,8 @@ def over_budget(
     _, ai = _latest_ai(messages)
     call = request.tool_call
     before = _earlier_in_turn(ai, call)
-    answered = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
-    if plan.kind == "retry":  # a re-entry: only the failed calls of the turn run again
+    if plan.kind == "retry" and before:  # a re-entry: only the failed calls run again
+        answered = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
         before = [c for c in before if _failed(answered.get(str(c.get("id"))))]
     spent = max(spent, counted + _may_run(before, loop))
     if spent < limit:

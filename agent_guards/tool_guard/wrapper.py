@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from langchain_core.messages import ToolMessage
@@ -50,6 +51,7 @@ from agent_guards.tool_guard.plan import (
     missing_id,
     over_budget,
     plan_call,
+    replaced,
     retry_signature,
 )
 from agent_guards.tool_guard.state_ledger import StateLedger
@@ -506,7 +508,7 @@ class ToolCallGuard:
         config = getattr(request.runtime, "config", None) or {}
         cancel = (config.get("configurable") or {}).get(CANCEL_KEY)
         where = self._ledger_at(request)
-        plan = replace(plan, ledger=where)
+        plan = replaced(plan, ledger=where)
         if cancel:  # unless it ran already (a crash, a fork): then its outcome stands
             known = self._recorded(request, plan, *where) if where is not None else None
             if known is not None and known.kind == "reuse":
@@ -543,10 +545,8 @@ class ToolCallGuard:
         """Raise before anything runs when the graph's state has no channel for the guard's
         decisions or its tool count: LangGraph would drop them silently, and a tool budget
         counted there would never be spent."""
-        wanted = [key for key, on in ((self.keys.log, self.log_decisions),
-                                      (self.keys.usage, self.count_usage)) if on]  # fmt: skip
         config = cast("RunnableConfig", getattr(request.runtime, "config", None) or {})
-        missing = _node.missing_channels(config, wanted)
+        missing = _node.missing_channels(config, self._channels)
         if missing:
             raise ValueError(
                 f"ToolCallGuard: the graph's state has no {', '.join(map(repr, missing))} "
@@ -557,6 +557,12 @@ class ToolCallGuard:
                 f"guarded_react_agent), or keys.schema() when the guards use other names, or "
                 f"ToolCallGuard(log_decisions=False, count_usage=False)"
             )
+
+    @cached_property
+    def _channels(self) -> tuple[str, ...]:
+        """The state channels the guard writes (made once: the guard is frozen)."""
+        wanted = ((self.keys.log, self.log_decisions), (self.keys.usage, self.count_usage))
+        return tuple(key for key, on in wanted if on)
 
     # the run ledger ----------------------------------------------------------------------
 
