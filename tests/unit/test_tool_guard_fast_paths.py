@@ -90,9 +90,9 @@ def histories(draw: Any) -> tuple[list[Any], Any]:
     return [*(m for block in blocks for m in block), ai, *after], ai.tool_calls[0]
 
 
-def _outcome(run: Any) -> Any:
+def _outcome(run: Any, *args: Any) -> Any:
     try:
-        return ("ok", run())
+        return ("ok", run(*args))
     except Exception as err:  # an error is part of the answer
         return ("error", type(err), str(err))
 
@@ -121,3 +121,29 @@ def test_the_fast_plan_is_taken_for_a_steps_first_call() -> None:
     messages = [SystemMessage("rules"), HumanMessage("Step s1: search"), ai]
     assert plan_module._alone_in_a_new_turn(messages, 2, ai, ai.tool_calls[0])
     assert not plan_module._alone_in_a_new_turn([*messages[:1], ai, ai], 2, ai, ai.tool_calls[0])
+
+
+labels = st.sampled_from(["agent_guards", "ledger", "t.1", "", "langgraph", "t1"])
+namespaces = st.lists(labels, max_size=3).map(tuple)
+keys = st.sampled_from(["c1#1", "c1#2", "c2#1"])
+values = st.one_of(st.none(), st.fixed_dictionaries({"status": st.sampled_from(["done", "x"])}))
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.booleans(), namespaces, keys, values), max_size=6))
+def test_the_state_ledgers_get_and_put_do_what_a_batch_does(ops: list[Any]) -> None:
+    from langgraph.store.base import BaseStore
+
+    from agent_guards.tool_guard.state_ledger import StateLedger
+
+    entries = {"c1#1": {"status": "done", "executions": 1}}
+    direct, batched = StateLedger(entries), StateLedger(entries)
+    for put, namespace, key, value in ops:
+        if put:
+            got = _outcome(direct.put, namespace, key, value)
+            want = _outcome(BaseStore.put, batched, namespace, key, value)
+        else:
+            got = _outcome(direct.get, namespace, key)
+            want = _outcome(BaseStore.get, batched, namespace, key)
+        assert got == want
+        assert direct.writes == batched.writes
