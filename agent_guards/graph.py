@@ -27,7 +27,7 @@ from langgraph.graph import END
 from langgraph.store.base import BaseStore
 from langgraph.types import Command, interrupt
 
-from agent_guards.core.clock import now_from_config, step_from_config
+from agent_guards.core.clock import now_iso_from_config, step_from_config
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import is_guard_message
@@ -41,7 +41,7 @@ LOG_KEY = "guard_log"
 
 def state_value(state: Any, key: str, default: Any = None) -> Any:
     """``state[key]`` for dict states, ``state.key`` for object states (``default`` if absent)."""
-    if isinstance(state, Mapping):
+    if type(state) is dict or isinstance(state, Mapping):
         return state.get(key, default)
     return getattr(state, key, default)
 
@@ -81,9 +81,7 @@ def graph_store(config: RunnableConfig | None) -> BaseStore | None:
 
 def stamp(decision: GuardDecision, config: RunnableConfig | None) -> GuardDecision:
     """Fill in step and time from the config, and attach the decision to the current run."""
-    stamped = decision.with_context(
-        step=step_from_config(config), at=now_from_config(config).isoformat()
-    )
+    stamped = decision.with_context(step=step_from_config(config), at=now_iso_from_config(config))
     attach_decision(stamped)
     return stamped
 

@@ -38,7 +38,7 @@ from agent_guards.planner_gate.approval import (
     needs_approval,
 )
 from agent_guards.planner_gate.checks import check_count
-from agent_guards.planner_gate.core import coerce_versions, gate_plan
+from agent_guards.planner_gate.core import coerce_versions, gate_checked
 from agent_guards.planner_gate.goal import Goal
 from agent_guards.planner_gate.model import PlanStatus, PlanStep, PlanVersion, RiskLevel
 from agent_guards.planner_gate.ops import next_step
@@ -303,9 +303,9 @@ def create_planner_gate(
             state_value(state, EXECUTED_KEY, 0),
             state_value(state, OBSERVED_KEY, 0),
         )
-        decision = gate_plan(
+        decision = gate_checked(
             versions,
-            policy=pol,
+            pol,
             executed_steps=executed,
             observations=observed,
             goal=state_value(state, goal_key),
