@@ -7,7 +7,7 @@ message history), so the same state always gives the same plan.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -61,6 +61,9 @@ class Plan:
     ledger: tuple[Any, str] | None = None
     """Where the call's run-ledger entries live, ``(store, thread id)``, as planned: the
     graph's store, or the view of the ledger kept in state whose writes the call returns."""
+    signature: str | None = field(default=None, compare=False)
+    """The call's :func:`retry_signature`, when planning made it (None: not made). A memo,
+    so plans are equal whether they carry it or not."""
 
 
 def replaced(plan: Plan, **changes: Any) -> Plan:
@@ -163,7 +166,9 @@ def _plan(
     keys = signature_keys(loop.ignore_arg_keys, effect.declared_write)
     signature = call_signature(call["name"], call.get("args"), ignore_keys=keys)
     if _alone_in_a_new_turn(messages, position, ai, call):
-        return Plan("execute", effect=effect)
+        # the policy ignoring retry_router's keys, this signature is the retry signature
+        same = loop.ignore_arg_keys == DEFAULT_IGNORED_ARG_KEYS
+        return Plan("execute", effect=effect, signature=signature if same else None)
     before = _earlier_in_turn(ai, call)
     same_turn = _same_turn(call, before, effect, signature, loop)
     if same_turn is not None:
@@ -370,6 +375,11 @@ def retry_signature(call: Any, effect: Effect | None) -> str:
     """The signature retry_router uses (default ignored keys, as its history scan does)."""
     keys = signature_keys(DEFAULT_IGNORED_ARG_KEYS, effect is not None and effect.declared_write)
     return call_signature(call["name"], call.get("args"), ignore_keys=keys)
+
+
+def signature_of(call: Any, plan: Plan) -> str:
+    """``retry_signature(call, plan.effect)``, the one planning made if it did."""
+    return plan.signature if plan.signature is not None else retry_signature(call, plan.effect)
 
 
 def _plan_retry(

@@ -53,6 +53,7 @@ from agent_guards.tool_guard.plan import (
     plan_call,
     replaced,
     retry_signature,
+    signature_of,
 )
 from agent_guards.tool_guard.state_ledger import StateLedger
 
@@ -228,8 +229,10 @@ class ToolCallGuard:
         )
 
     def _after(
-        self, request: ToolCallRequest, result: Any, plan: Plan
+        self, request: ToolCallRequest, result: Any, plan: Plan, execution: int | None = None
     ) -> tuple[Any, Failure | None, list[GuardDecision]]:
+        """The executed result classified, with its attempt (and effect, and ``execution``:
+        :func:`record_effect`'s fields, in the same copy) in its metadata."""
         extra: list[GuardDecision] = []
         if not isinstance(result, ToolMessage):
             return result, None, extra
@@ -241,13 +244,10 @@ class ToolCallGuard:
                 _node.invalid_input("retry_router", err, policy=policy, verdict=Verdict.CONTINUE)
             )
             failure = None
-        meta = dict(result.response_metadata or {})
-        ours = meta.get("agent_guards")
-        meta["agent_guards"] = {
-            **(ours if isinstance(ours, Mapping) else {}),
-            "attempt": plan.attempt,
-        }
-        update: dict[str, Any] = {"response_metadata": meta}
+        fields: dict[str, Any] = {"attempt": plan.attempt}
+        if plan.effect is not None:
+            fields.update(_effect_fields(plan.effect, execution))
+        update: dict[str, Any] = {"response_metadata": _ours(result, **fields)}
         if plan.replace_id is not None:
             update["id"] = plan.replace_id
         if failure is not None and not isinstance(result.artifact, Mapping):
@@ -273,7 +273,7 @@ class ToolCallGuard:
             failure,
             call_id=str(call["id"]),
             tool=call["name"],
-            signature=retry_signature(call, plan.effect),
+            signature=signature_of(call, plan),
             attempt=plan.attempt,
             prior=prior,
             policy=self.retry,
@@ -402,7 +402,7 @@ class ToolCallGuard:
         late = self._late(request, plan, started)
         try:
             done = run_within(execute, request, self._time_limit(request), late)
-            result, failure, extra = self._after(request, done, plan)
+            result, failure, extra = self._after(request, done, plan, _execution(started))
         except GraphBubbleUp:  # the tool asked a human: on resume it runs again from the top
             self._give_back(request, started, where)
             raise
@@ -437,7 +437,7 @@ class ToolCallGuard:
             return self._answered(request, replace(started, ledger=where))
         try:
             done = await arun_within(execute, request, self._time_limit(request))
-            result, failure, extra = self._after(request, done, plan)
+            result, failure, extra = self._after(request, done, plan, _execution(started))
         except GraphBubbleUp:  # as in run_once
             await self._off_loop(self._give_back, request, started, where)
             raise
@@ -903,7 +903,7 @@ def _intent(request: ToolCallRequest, plan: Plan) -> tuple[str, dict[str, Any]]:
     args = call.get("args")
     return str(call["id"]), {
         "tool": call["name"],
-        "signature": retry_signature(call, plan.effect),
+        "signature": signature_of(call, plan),
         "effect": plan.effect or Effect.UNKNOWN,
         "attempt": plan.attempt,
         "args": args if isinstance(args, Mapping) else None,
@@ -961,11 +961,23 @@ def record_effect(
     """Record an executed call's effect on its result, for guards that read only messages,
     and which execution of the call it was when the ledger numbered it (``execution``: a
     call id a model repeats for a later request runs again, as execution 2, 3, ...)."""
+    fields = _effect_fields(effect, execution)
+    ours = (message.response_metadata or {}).get("agent_guards")
+    if isinstance(ours, Mapping) and all(_same(ours.get(k), v) for k, v in fields.items()):
+        return message  # recorded already (the wrapper does it as it records the attempt)
+    meta = _ours(message, **fields)
+    return message.model_copy(update={"response_metadata": meta})
+
+
+def _effect_fields(effect: Effect, execution: int | None) -> dict[str, Any]:
     fields: dict[str, Any] = {EFFECT_KEY: effect.value}
     if execution is not None:
         fields["execution"] = execution
-    meta = _ours(message, **fields)
-    return message.model_copy(update={"response_metadata": meta})
+    return fields
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    return type(value) is type(wanted) and value == wanted
 
 
 def _execution(started: Any) -> int | None:

@@ -147,3 +147,101 @@ def test_the_state_ledgers_get_and_put_do_what_a_batch_does(ops: list[Any]) -> N
             want = _outcome(BaseStore.get, batched, namespace, key)
         assert got == want
         assert direct.writes == batched.writes
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    histories(),
+    st.sampled_from([*POLICIES[:3], LoopPolicy(effects=EFFECTS, ignore_arg_keys=frozenset({"q"}))]),
+)
+def test_the_signature_planning_made_is_the_retry_signature(
+    history: tuple[list[Any], Any], loop: LoopPolicy
+) -> None:
+    messages, call = history
+    plan = plan_call(Request({"messages": messages}, call), loop=loop, retry=None)  # type: ignore[arg-type]
+    assert plan_module.signature_of(call, plan) == plan_module.retry_signature(call, plan.effect)
+
+
+def _after_then_record(message: ToolMessage, plan: Any, execution: int | None) -> ToolMessage:
+    """What the wrapper did before it recorded the effect with the attempt: two copies."""
+    from collections.abc import Mapping
+
+    meta = dict(message.response_metadata or {})
+    ours = meta.get("agent_guards")
+    meta["agent_guards"] = {**(ours if isinstance(ours, Mapping) else {}), "attempt": plan.attempt}
+    first = message.model_copy(update={"response_metadata": meta})
+    if plan.effect is None:
+        return first
+    fields: dict[str, Any] = {"effect": plan.effect.value}
+    if execution is not None:
+        fields["execution"] = execution
+    meta = dict(first.response_metadata or {})
+    ours = meta.get("agent_guards")
+    meta["agent_guards"] = {**(ours if isinstance(ours, Mapping) else {}), **fields}
+    return first.model_copy(update={"response_metadata": meta})
+
+
+ours_meta = st.one_of(
+    st.none(),
+    st.just("junk"),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "attempt": st.integers(1, 3),
+            "effect": st.sampled_from(["read", "write", "unknown"]),
+            "execution": st.one_of(st.integers(1, 3), st.just(True)),
+            "other": st.just("kept"),
+        },
+    ),
+)
+
+
+@given(
+    ours_meta,
+    st.sampled_from([None, "read", "write", "unknown"]),
+    st.integers(1, 3),
+    st.one_of(st.none(), st.integers(1, 3)),
+)
+def test_the_attempt_and_the_effect_are_recorded_in_one_copy(
+    ours: Any, effect: str | None, attempt: int, execution: int | None
+) -> None:
+    from agent_guards.core import Effect
+    from agent_guards.tool_guard.plan import Plan
+    from agent_guards.tool_guard.wrapper import ToolCallGuard, record_effect
+
+    meta = {} if ours is None else {"agent_guards": ours, "model": "m"}
+    message = ToolMessage("ok", tool_call_id="c1", name="search", response_metadata=meta)
+    plan = Plan("execute", attempt=attempt, effect=None if effect is None else Effect(effect))
+    request = Request({"messages": []}, {"name": "search", "id": "c1", "args": {}})
+    done, _, _ = ToolCallGuard()._after(request, message, plan, execution)  # type: ignore[arg-type]
+    if plan.effect is not None:  # as _outcome then records it, finding it recorded
+        done = record_effect(done, plan.effect, execution)
+    want = _after_then_record(message, plan, execution)
+    assert done == want
+    assert list(done.response_metadata["agent_guards"]) == list(
+        want.response_metadata["agent_guards"]
+    )
+
+
+@given(
+    ours_meta,
+    st.sampled_from(["read", "write", "unknown"]),
+    st.one_of(st.none(), st.integers(1, 3)),
+)
+def test_an_effect_recorded_already_is_not_copied_again(
+    ours: Any, effect: str, execution: int | None
+) -> None:
+    from collections.abc import Mapping
+
+    from agent_guards.core import Effect
+    from agent_guards.tool_guard.wrapper import record_effect
+
+    meta = {} if ours is None else {"agent_guards": ours}
+    message = ToolMessage("ok", tool_call_id="c1", name="search", response_metadata=meta)
+    fields: dict[str, Any] = {"effect": effect}
+    if execution is not None:
+        fields["execution"] = execution
+    kept = ours if isinstance(ours, Mapping) else {}
+    want = {**meta, "agent_guards": {**kept, **fields}}  # what every call copied in
+    got = record_effect(message, Effect(effect), execution)
+    assert repr(got.response_metadata) == repr(want)
