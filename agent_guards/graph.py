@@ -135,13 +135,13 @@ def decide_on_messages(
     """Run a message-reading core on ``state[key]``, stamped; bad input becomes a
     CONTINUE decision with reason ``invalid_input`` (an edge must still pick a route)."""
 
-    def on_invalid(err: InvalidInputError) -> GuardDecision:
-        return invalid_input(guard, err, policy=policy, verdict=Verdict.CONTINUE)
-
-    def run(s: Any, _c: RunnableConfig) -> GuardDecision:
-        return core(state_messages(s, key))
-
-    return stamp(guarded(run, on_invalid)(state, config), config)
+    try:  # as guarded() wraps a node, without building the wrapper on every call
+        decision = core(state_messages(state, key))
+    except GraphBubbleUp:
+        raise
+    except InvalidInputError as err:
+        decision = invalid_input(guard, err, policy=policy, verdict=Verdict.CONTINUE)
+    return stamp(decision, config)
 
 
 def runnable(
