@@ -264,7 +264,9 @@ def _channels_of(read: Any) -> tuple[Mapping[str, Any], ...] | None:
     if getattr(func, "__name__", "") != "local_read" or not isinstance(args, tuple):
         return None
     held = args[1:3]
-    return held if len(held) == 2 and all(isinstance(h, Mapping) for h in held) else None
+    if len(held) == 2 and isinstance(held[0], Mapping) and isinstance(held[1], Mapping):
+        return held
+    return None
 
 
 def missing_channels(config: RunnableConfig, names: Sequence[str]) -> list[str]:
@@ -276,7 +278,8 @@ def missing_channels(config: RunnableConfig, names: Sequence[str]) -> list[str]:
         return []
     held = _channels_of(read)
     if held is not None:  # the graph's own channel names: no read per name
-        return [name for name in names if not any(name in h for h in held)]
+        channels, managed = held
+        return [name for name in names if name not in channels and name not in managed]
     missing = []
     for name in names:
         try:
