@@ -57,7 +57,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from functools import partial
 from typing import Annotated, Any, Literal, cast
 
@@ -69,6 +69,7 @@ from langgraph.types import RetryPolicy
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, RetryRoute, Verdict
+from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.state import GuardState, StateKeys
 from agent_guards.core.stopping import answer_pending, final_message, is_budget_refusal
 from agent_guards.core.texts import TEXTS_EN, Texts
@@ -132,6 +133,17 @@ def _decide(
     return _node.decide_on_messages(GUARD, core, state, config, policy=policy.label, key=key)
 
 
+def _decided(
+    guard: str, core: Callable[[list[Any]], GuardDecision], messages: list[Any], policy: str
+) -> GuardDecision:
+    """``core(messages)``; bad input becomes a CONTINUE decision with reason
+    ``invalid_input`` (an edge must still pick a route), as ``decide_on_messages`` does."""
+    try:
+        return core(messages)
+    except InvalidInputError as err:
+        return _node.invalid_input(guard, err, policy=policy, verdict=Verdict.CONTINUE)
+
+
 def create_retry_router(
     *,
     policy: RetryRouterPolicy | None = None,
@@ -165,18 +177,20 @@ def create_retry_router(
             f"loop_policy must be a LoopPolicy or None, got {type(loop_policy).__name__}"
         )
 
+    # built once: every tool turn runs both cores
+    route_core = partial(route_failures, policy=policy)
+    loop_core = partial(detect_loop, policy=loop_policy)
+
     def route(state: Any, config: RunnableConfig) -> RouterRoute:
-        decision = _decide(state, config, policy, messages_key)
+        messages = state_messages(state, messages_key)  # both cores read the same history
+        decision = _node.stamp(_decided(GUARD, route_core, messages, policy.label), config)
         label: str = (
             decision.data.get("route", "continue")
             if decision.reason != "invalid_input"
             else "continue"
         )
         if loop_policy is not None and label != "refuse":
-            loop = _node.guarded(
-                lambda s, _c: detect_loop(state_messages(s, messages_key), policy=loop_policy),
-                lambda err: _node.invalid_input("loop_check", err, verdict=Verdict.CONTINUE),
-            )(state, config)
+            loop = _decided("loop_check", loop_core, messages, "")
             verdict = _node.stamp(loop, config).verdict
             if verdict in (Verdict.STOP, Verdict.ESCALATE) or (
                 verdict is Verdict.NUDGE and label == "continue"
