@@ -461,7 +461,7 @@ def _view(messages: Sequence[Any], policy: LoopPolicy, opts: ScanOptions) -> Vie
     return View(turn, both, raw, messages)
 
 
-def _quiet(messages: Sequence[Any], policy: LoopPolicy, opts: ScanOptions) -> bool:
+def quiet_turn(messages: Sequence[Any], policy: LoopPolicy, opts: ScanOptions) -> bool:
     """Whether :func:`detect_loop` finds nothing, read from the end of the history alone.
 
     Its fast path, for a turn whose only action is one answered call (:func:`lone_call`):
@@ -571,8 +571,8 @@ def detect_loop(
     """
     policy = LoopPolicy.coerce(policy, default=_default_policy())
     opts = with_declared(policy.loop_scan_options(), effects)
-    if _quiet(messages, policy, opts):
-        return _no_loop(policy)
+    if quiet_turn(messages, policy, opts):
+        return no_loop(policy)
     view = _view(messages, policy, opts)
     found: list[tuple[Verdict, Finding]] = []
     for pattern in PATTERNS:
@@ -582,7 +582,7 @@ def detect_loop(
                 found.append((_level(finding, policy), finding))
     counts = {f.pattern: f.count for _, f in found}
     if not found:
-        return _no_loop(policy)
+        return no_loop(policy)
     verdict, top = max(found, key=lambda vf: (_SEVERITY[vf[0]], vf[1].count))
     nudge_at, stop_at = policy.limits(top.pattern)
     return GuardDecision(
@@ -604,7 +604,8 @@ def detect_loop(
     )
 
 
-def _no_loop(policy: LoopPolicy) -> GuardDecision:
+def no_loop(policy: LoopPolicy) -> GuardDecision:
+    """What :func:`detect_loop` decides when nothing repeats."""
     return GuardDecision(
         guard=GUARD,
         verdict=Verdict.CONTINUE,

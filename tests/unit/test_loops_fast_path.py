@@ -3,6 +3,8 @@
 The fast path reads only the end of the history; these tests run both on varied histories
 (healthy and failing results, sub-agent stops, chanting replies, guard notes, summaries,
 earlier turns, bad items) and policies, and ask for the same decision, or the same error.
+The retry_router edge, which skips both cores on such a turn, is held to the same: the
+same route and the same decisions stamped (attached to the trace), or the same error.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from agent_guards import create_retry_router
+from agent_guards import graph as agent_graph
 from agent_guards.core import InvalidInputError
 from agent_guards.core.effects import ToolEffects
 from agent_guards.core.history import ScanOptions, lone_call
 from agent_guards.loop_check import LoopPolicy, detect_loop
 from agent_guards.loop_check import core as loop_core
-from agent_guards.retry_router import failure_artifact
+from agent_guards.retry_router import RetryRouterPolicy, failure_artifact
+from agent_guards.retry_router import graph as router_graph
 
 STOP = "I stopped because I kept repeating myself: search was called 3 times."
 CHANT = "I will check the policy again now. " * 20
@@ -115,7 +120,7 @@ POLICIES = (
 @contextmanager
 def _full_scan() -> Iterator[None]:
     """detect_loop without its fast path: every history goes through the scan."""
-    with mock.patch.object(loop_core, "_quiet", lambda *_: False):
+    with mock.patch.object(loop_core, "quiet_turn", lambda *_: False):
         yield
 
 
@@ -208,7 +213,7 @@ HEALTHY: list[tuple[str, list[BaseMessage]]] = [
 @pytest.mark.parametrize(("name", "messages"), HEALTHY, ids=[h[0] for h in HEALTHY])
 def test_a_healthy_lone_call_takes_the_fast_path(name: str, messages: list[BaseMessage]) -> None:
     policy = LoopPolicy()
-    assert loop_core._quiet(messages, policy, policy.loop_scan_options())
+    assert loop_core.quiet_turn(messages, policy, policy.loop_scan_options())
     assert detect_loop(messages, policy=policy).reason == "no_loop"
     _same_either_way(messages, policy)
 
@@ -242,7 +247,7 @@ NOT_FAST: list[tuple[str, list[Any]]] = [
 @pytest.mark.parametrize(("name", "messages"), NOT_FAST, ids=[h[0] for h in NOT_FAST])
 def test_anything_else_goes_through_the_scan(name: str, messages: list[Any]) -> None:
     policy = LoopPolicy()
-    assert not loop_core._quiet(messages, policy, policy.loop_scan_options())
+    assert not loop_core.quiet_turn(messages, policy, policy.loop_scan_options())
     _same_either_way(messages, policy)
 
 
@@ -312,14 +317,14 @@ def test_near_misses_are_decided_by_the_scan(
     else:
         seen = outcome.reason
     assert seen == found
-    assert not loop_core._quiet(messages, policy, policy.loop_scan_options())
+    assert not loop_core.quiet_turn(messages, policy, policy.loop_scan_options())
     _same_either_way(messages, policy)
 
 
 def test_a_policy_that_counts_one_call_or_normalizes_results_takes_the_scan() -> None:
     messages = [_call(["search"]), _result("ok")]
     for policy in (LoopPolicy(nudge_at=1), LoopPolicy(normalizers=(str.lower,))):
-        assert not loop_core._quiet(messages, policy, policy.loop_scan_options())
+        assert not loop_core.quiet_turn(messages, policy, policy.loop_scan_options())
         _same_either_way(messages, policy)
     assert detect_loop(messages, policy=LoopPolicy(nudge_at=1)).verdict.value == "nudge"
 
@@ -330,3 +335,76 @@ def test_lone_call_stops_where_a_scan_within_one_turn_stops() -> None:
     messages: list[Any] = [42, HumanMessage("a"), _call(["search"]), _result("ok")]
     assert lone_call(messages, ScanOptions()) is not None
     assert lone_call(messages, ScanOptions(across_turns=True)) is None
+
+
+# --- the retry_router edge: a healthy turn skips both cores, with the same trace -----------
+
+RETRY_POLICIES = (
+    RetryRouterPolicy(),
+    RetryRouterPolicy(failure_patterns={"search": [(r"^record 0", "transient")]}),
+)
+EDGE_LOOP_POLICIES = (None, LoopPolicy(), LoopPolicy(nudge_at=1), LoopPolicy(mode="headless"))
+CLOCK = {"configurable": {"agent_guards_now": "2026-06-01"}, "metadata": {"langgraph_step": 3}}
+BAD_CLOCK = {"configurable": {"agent_guards_now": object()}}
+
+
+def _edge_run(edge: Any, messages: list[Any], config: Any) -> tuple[Any, list[Any]]:
+    """The edge's route (or its error) and the decisions it stamped, in order."""
+    stamped: list[Any] = []
+    stamp = agent_graph.stamp
+
+    def recorded(decision: Any, cfg: Any) -> Any:
+        out = stamp(decision, cfg)
+        stamped.append(out.to_dict())
+        return out
+
+    with mock.patch.object(agent_graph, "stamp", recorded):
+        try:
+            return edge.invoke({"messages": messages}, config), stamped
+        except Exception as err:
+            return (type(err), str(err)), stamped
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    turns=st.lists(
+        st.tuples(st.lists(st.sampled_from(PIECES), max_size=3), st.sampled_from(SEPARATOR_DRAWS)),
+        max_size=3,
+    ),
+    names=st.sampled_from(NAME_DRAWS),
+    result=st.sampled_from(RESULTS),
+    retry=st.sampled_from(RETRY_POLICIES),
+    loop=st.sampled_from(EDGE_LOOP_POLICIES),
+    config=st.sampled_from([CLOCK, CLOCK, BAD_CLOCK]),
+)
+def test_the_edge_routes_and_traces_a_healthy_turn_as_its_cores_do(
+    *,
+    turns: list[tuple[list[str], str]],
+    names: list[str],
+    result: str,
+    retry: RetryRouterPolicy,
+    loop: LoopPolicy | None,
+    config: Any,
+) -> None:
+    messages = _history(turns, names, "")
+    messages.append(_result(result, 0, name=(names or ["search"])[0]))
+    edge = create_retry_router(policy=retry, loop_policy=loop)
+    fast = _edge_run(edge, messages, config)
+    with mock.patch.object(router_graph, "_healthy", lambda *_: False):
+        full = _edge_run(edge, messages, config)
+    assert fast == full
+
+
+def test_the_edge_takes_its_fast_path_on_a_healthy_turn() -> None:
+    messages = [SystemMessage("s"), HumanMessage("Step s1"), _call(["search"]), _result("ok")]
+    assert router_graph._healthy(messages, RetryRouterPolicy(), LoopPolicy())
+    edge = create_retry_router(loop_policy=LoopPolicy())
+    route, stamped = _edge_run(edge, messages, CLOCK)
+    assert route == "continue"
+    assert [(d["guard"], d["reason"], d["step"]) for d in stamped] == [
+        ("retry_router", "no_failure", 3),
+        ("loop_check", "no_loop", 3),
+    ]
+    failing = RetryRouterPolicy(failure_patterns={"search": [(r"^record 0", "permission")]})
+    assert not router_graph._healthy(messages, failing, LoopPolicy())  # its own failures
+    assert create_retry_router(policy=failing).invoke({"messages": messages}, CLOCK) == "refuse"
