@@ -156,6 +156,11 @@ class ScanOptions:
     failure_prefixes: tuple[str, ...] = ()
     """Text results starting with one of these (case-insensitive) are failures too."""
 
+    @functools.cached_property
+    def _folded_prefixes(self) -> tuple[str, ...]:
+        """``failure_prefixes`` casefolded, made once (every answered call is checked)."""
+        return tuple(prefix.casefold() for prefix in self.failure_prefixes)
+
 
 def with_declared(opts: ScanOptions, effects: Mapping[str, Effect | str] | None) -> ScanOptions:
     """``opts`` with the effects the tools declare, by name (``effects_of_tools(tools)``)."""
@@ -281,8 +286,7 @@ def answer_failure(answer: ToolMessage, opts: ScanOptions) -> str | None:
     text = content_text(answer.content)
     if answer.status == "error":
         return "error|" + failure_shape(text)
-    head = text.lstrip()[:64].casefold()
-    if any(head.startswith(prefix.casefold()) for prefix in opts.failure_prefixes):
+    if text.lstrip()[:64].casefold().startswith(opts._folded_prefixes):
         return "text|" + failure_shape(text)
     return None
 
@@ -485,7 +489,9 @@ def lone_call(messages: Sequence[Any], opts: ScanOptions) -> tuple[AIMessage, To
     if len(messages) < 2 or not isinstance(answer := messages[-1], ToolMessage):
         return None
     message = messages[-2]
-    if not _acts(message, opts) or len(_calls(message)) != 1 or not _named(message):
+    if not _acts(message, opts) or len(message.tool_calls) + len(message.invalid_tool_calls) != 1:
+        return None
+    if not _named(message):
         return None
     in_turn = True
     for position in range(len(messages) - 3, max(-1, len(messages) - 1 - _reach(opts)), -1):

@@ -393,13 +393,16 @@ releases (threads checkpointed before the texts table). A custom ``loop_stop`` i
 when the parent's policy carries the same texts."""
 
 
-def _stop_leads(policy: LoopPolicy) -> tuple[str, ...]:
-    return (*STOP_LEADS, _lead(policy.texts.loop_stop))
+@functools.lru_cache(maxsize=64)
+def _stop_leads(loop_stop: str) -> tuple[str, ...]:
+    """:data:`STOP_LEADS` and the lead of the policy's own ``loop_stop`` text (a memo)."""
+    return (*STOP_LEADS, _lead(loop_stop))
 
 
 def _says_stop(result: ToolMessage, policy: LoopPolicy) -> bool:
     """A tool result that is a sub-agent's final answer after its loop_check stopped it."""
-    return content_text(result.content).lstrip().startswith(_stop_leads(policy))
+    leads = _stop_leads(policy.texts.loop_stop)
+    return content_text(result.content).lstrip().startswith(leads)
 
 
 def _worker_stop(view: View, policy: LoopPolicy) -> Action | None:
@@ -483,8 +486,10 @@ def quiet_turn(messages: Sequence[Any], policy: LoopPolicy, opts: ScanOptions) -
     message, result = turn
     if answer_failure(result, opts) is not None or _says_stop(result, policy):
         return False
-    text = content_text(message.content)
-    return not repeated_chunk(text, chunk=policy.content_chunk, repeats=policy.content_repeats)
+    text = content_text(message.content)  # a call's message is mostly empty: nothing repeats
+    return not text or not repeated_chunk(
+        text, chunk=policy.content_chunk, repeats=policy.content_repeats
+    )
 
 
 def _first_level(pattern: str, policy: LoopPolicy) -> int:
