@@ -489,9 +489,7 @@ def lone_call(messages: Sequence[Any], opts: ScanOptions) -> tuple[AIMessage, To
     if len(messages) < 2 or not isinstance(answer := messages[-1], ToolMessage):
         return None
     message = messages[-2]
-    if not _acts(message, opts) or len(message.tool_calls) + len(message.invalid_tool_calls) != 1:
-        return None
-    if not _named(message):
+    if not _acts(message, opts) or len(_calls(message)) != 1 or not _named(message):
         return None
     in_turn = True
     for position in range(len(messages) - 3, max(-1, len(messages) - 1 - _reach(opts)), -1):

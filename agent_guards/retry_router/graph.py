@@ -147,10 +147,10 @@ def _decided(
 def _healthy(
     messages: list[Any], policy: RetryRouterPolicy, loop_policy: LoopPolicy | None
 ) -> bool:
-    """Whether the cores decide ``no_failure`` and ``no_loop`` (with ``loop_policy``) from
+    """Whether the cores decide ``no_failure`` and (with ``loop_policy``) ``no_loop`` from
     the end of the history alone, by their own fast paths: every result of the latest
-    turn succeeded, and that turn is one answered call that repeats nothing. The edge then
-    takes their decisions as made once (the same every time) and goes on."""
+    turn succeeded and, with ``loop_policy``, that turn is one answered call that repeats
+    nothing. The edge then takes their decisions as made once (the same every time)."""
     if loop_policy is not None and not quiet_turn(
         messages, loop_policy, loop_policy.loop_scan_options()
     ):
