@@ -429,6 +429,8 @@ class Budget:
 
     def check(self, state: Mapping[str, Any], now: datetime | None = None) -> StopReason | None:
         """Shorthand for ``self.stop_condition()(state, now)``; None when unbounded."""
+        if _far_from_limits(self, state):
+            return None
         cond = _condition_of(self)
         return cond(state, now) if cond is not None else None
 
@@ -495,6 +497,43 @@ def _condition_of(budget: Budget) -> StopCondition | None:
 @functools.lru_cache(maxsize=64)
 def _shared_condition(budget: Budget) -> StopCondition | None:
     return budget.stop_condition()
+
+
+def _far_from_limits(budget: Budget, state: Any) -> bool:
+    """True when ``budget.check(state)`` is surely None: every bounded counter of a plain
+    ``dict`` usage is an int or a finite float below its limit, and there is no time limit.
+
+    The general path (one condition per limit, each reading and validating ``usage``)
+    answers None in exactly that case: ``_count`` accepts such a value and ``int(value)``
+    of a finite number below the limit is below it too. Anything else (a missing or odd
+    ``usage``, a bool, NaN, a counter at its limit, a deadline) is left to it."""
+    limits = _counter_limits(budget) if type(budget) is Budget else None
+    if not limits:
+        return False
+    usage = state.get("usage") if isinstance(state, Mapping) else getattr(state, "usage", None)
+    if type(usage) is not dict:
+        return False
+    for counter, limit in limits:
+        value = usage.get(counter, 0)
+        if type(value) not in _PLAIN_NUMBERS or not -math.inf < value < limit:
+            return False
+    return True
+
+
+_PLAIN_NUMBERS = (int, float)
+
+
+@functools.lru_cache(maxsize=64)
+def _counter_limits(budget: Budget) -> tuple[tuple[str, int], ...]:
+    """The budget's counter limits, ``(counter, limit)``; () when it has a time limit (or
+    none at all), which the fast path leaves to the conditions."""
+    if budget.max_seconds is not None:
+        return ()
+    return tuple(
+        (name.removeprefix("max_"), limit)
+        for name in _CONDITIONS
+        if (limit := getattr(budget, name)) is not None
+    )
 
 
 def clock_start(state: Mapping[str, Any], now: datetime) -> dict[str, float]:

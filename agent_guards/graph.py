@@ -27,7 +27,7 @@ from langgraph.graph import END
 from langgraph.store.base import BaseStore
 from langgraph.types import Command, interrupt
 
-from agent_guards.core.clock import now_from_config, step_from_config
+from agent_guards.core.clock import now_iso_from_config, step_from_config
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import is_guard_message
@@ -41,7 +41,7 @@ LOG_KEY = "guard_log"
 
 def state_value(state: Any, key: str, default: Any = None) -> Any:
     """``state[key]`` for dict states, ``state.key`` for object states (``default`` if absent)."""
-    if isinstance(state, Mapping):
+    if type(state) is dict or isinstance(state, Mapping):
         return state.get(key, default)
     return getattr(state, key, default)
 
@@ -81,9 +81,7 @@ def graph_store(config: RunnableConfig | None) -> BaseStore | None:
 
 def stamp(decision: GuardDecision, config: RunnableConfig | None) -> GuardDecision:
     """Fill in step and time from the config, and attach the decision to the current run."""
-    stamped = decision.with_context(
-        step=step_from_config(config), at=now_from_config(config).isoformat()
-    )
+    stamped = decision.with_context(step=step_from_config(config), at=now_iso_from_config(config))
     attach_decision(stamped)
     return stamped
 
@@ -137,13 +135,13 @@ def decide_on_messages(
     """Run a message-reading core on ``state[key]``, stamped; bad input becomes a
     CONTINUE decision with reason ``invalid_input`` (an edge must still pick a route)."""
 
-    def on_invalid(err: InvalidInputError) -> GuardDecision:
-        return invalid_input(guard, err, policy=policy, verdict=Verdict.CONTINUE)
-
-    def run(s: Any, _c: RunnableConfig) -> GuardDecision:
-        return core(state_messages(s, key))
-
-    return stamp(guarded(run, on_invalid)(state, config), config)
+    try:  # as guarded() wraps a node, without building the wrapper on every call
+        decision = core(state_messages(state, key))
+    except GraphBubbleUp:
+        raise
+    except InvalidInputError as err:
+        decision = invalid_input(guard, err, policy=policy, verdict=Verdict.CONTINUE)
+    return stamp(decision, config)
 
 
 def runnable(
@@ -266,7 +264,9 @@ def _channels_of(read: Any) -> tuple[Mapping[str, Any], ...] | None:
     if getattr(func, "__name__", "") != "local_read" or not isinstance(args, tuple):
         return None
     held = args[1:3]
-    return held if len(held) == 2 and all(isinstance(h, Mapping) for h in held) else None
+    if len(held) == 2 and isinstance(held[0], Mapping) and isinstance(held[1], Mapping):
+        return held
+    return None
 
 
 def missing_channels(config: RunnableConfig, names: Sequence[str]) -> list[str]:
@@ -278,7 +278,8 @@ def missing_channels(config: RunnableConfig, names: Sequence[str]) -> list[str]:
         return []
     held = _channels_of(read)
     if held is not None:  # the graph's own channel names: no read per name
-        return [name for name in names if not any(name in h for h in held)]
+        channels, managed = held
+        return [name for name in names if name not in channels and name not in managed]
     missing = []
     for name in names:
         try:

@@ -47,6 +47,20 @@ def now_from_config(config: RunnableConfig | None = None) -> datetime:
     )
 
 
+def now_iso_from_config(config: RunnableConfig | None = None) -> str:
+    """``now_from_config(config).isoformat()``: what a decision records as its time. A
+    pinned clock's text is made once (the same value gives the same text)."""
+    value: Any = ((config or {}).get("configurable") or {}).get(CONFIG_NOW_KEY)
+    if isinstance(value, str):
+        return _pinned_iso(value)
+    return now_from_config(config).isoformat()
+
+
+@functools.lru_cache(maxsize=256)
+def _pinned_iso(value: str) -> str:
+    return _pinned(value).isoformat()
+
+
 @functools.lru_cache(maxsize=256)
 def _pinned(value: str | date) -> datetime:
     """A pinned clock, parsed once: every node of a run reads the same one."""

@@ -96,6 +96,11 @@ def _ids(values: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(str(v) for v in values) if values is not None else ()
 
 
+def _checked_ids(values: Any) -> bool:
+    """Whether ``values`` is what :func:`_ids` would make of it already: a tuple of str."""
+    return type(values) is tuple and all(type(v) is str for v in values)
+
+
 @dataclass(frozen=True)
 class GuardDecision:
     """One decision a guard made: the unit that traces, evals and diffs compare.
@@ -146,10 +151,13 @@ class GuardDecision:
             raise ValueError(
                 f"GuardDecision.reason must be a non-empty string, got {self.reason!r}"
             )
-        object.__setattr__(self, "verdict", parse_verdict(self.verdict))
+        fields = self.__dict__  # set through it: the dataclass is frozen to its callers
+        if type(self.verdict) is not Verdict:
+            fields["verdict"] = parse_verdict(self.verdict)
         for name in ("selected_ids", "conflicting_ids", "dropped_ids"):
-            object.__setattr__(self, name, _ids(getattr(self, name)))
-        object.__setattr__(self, "data", dict(self.data or {}))
+            if not _checked_ids(fields[name]):  # a tuple of str is kept: it is its own _ids
+                fields[name] = _ids(fields[name])
+        fields["data"] = dict(self.data or {})
 
     @property
     def tag(self) -> str:

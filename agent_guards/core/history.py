@@ -22,7 +22,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from langchain_core.messages import (
     AIMessage,
@@ -53,8 +53,10 @@ from agent_guards.core.signatures import (
 __all__ = [
     "Action",
     "ScanOptions",
+    "answer_failure",
     "failure_shape",
     "latest_batch",
+    "lone_call",
     "recorded_effect",
     "scan_actions",
     "with_declared",
@@ -154,6 +156,11 @@ class ScanOptions:
     failure_prefixes: tuple[str, ...] = ()
     """Text results starting with one of these (case-insensitive) are failures too."""
 
+    @functools.cached_property
+    def _folded_prefixes(self) -> tuple[str, ...]:
+        """``failure_prefixes`` casefolded, made once (every answered call is checked)."""
+        return tuple(prefix.casefold() for prefix in self.failure_prefixes)
+
 
 def with_declared(opts: ScanOptions, effects: Mapping[str, Effect | str] | None) -> ScanOptions:
     """``opts`` with the effects the tools declare, by name (``effects_of_tools(tools)``)."""
@@ -247,7 +254,7 @@ def _tool_action(
         attempts=_attempts(answer) if answer is not None else 1,
         effect=effect,
         turns_ago=turns_ago,
-        failure=None if answer is None else _failure(answer, opts),
+        failure=None if answer is None else answer_failure(answer, opts),
         entities=_entities(args, opts.ignore_keys),
     )
 
@@ -268,7 +275,7 @@ def failure_shape(text: str) -> str:
     return _MASK.sub("<v>", normalize_result(text).casefold())[:240]
 
 
-def _failure(answer: ToolMessage, opts: ScanOptions) -> str | None:
+def answer_failure(answer: ToolMessage, opts: ScanOptions) -> str | None:
     """``kind|shape`` of a failed call: a failure artifact, ``status="error"``, or a text
     result starting with one of ``opts.failure_prefixes``; None when the call succeeded."""
     artifact = answer.artifact
@@ -279,8 +286,7 @@ def _failure(answer: ToolMessage, opts: ScanOptions) -> str | None:
     text = content_text(answer.content)
     if answer.status == "error":
         return "error|" + failure_shape(text)
-    head = text.lstrip()[:64].casefold()
-    if any(head.startswith(prefix.casefold()) for prefix in opts.failure_prefixes):
+    if text.lstrip()[:64].casefold().startswith(opts._folded_prefixes):
         return "text|" + failure_shape(text)
     return None
 
@@ -413,7 +419,7 @@ def scan_actions(messages: Sequence[Any], opts: ScanOptions) -> list[Action]:
         )
     actions: list[Action] = []
     answers: list[ToolMessage] = []
-    turns, budget = 0, 4 * opts.window + 20
+    turns, budget = 0, _reach(opts)
     read: list[tuple[int, AIMessage, list[ToolMessage], int, int]] = []
     recorded: dict[str, str] = {}  # tool name -> the effect recorded on its latest result
     for position in range(len(messages) - 1, max(-1, len(messages) - 1 - budget), -1):
@@ -442,6 +448,72 @@ def scan_actions(messages: Sequence[Any], opts: ScanOptions) -> list[Action]:
     _learn_effects(actions, read, recorded, opts)
     actions.reverse()
     return actions
+
+
+def _reach(opts: ScanOptions) -> int:
+    """How many messages a scan reads at most, from the end."""
+    return 4 * opts.window + 20
+
+
+def _named(message: AIMessage) -> bool:
+    """Every tool call ``message`` asks for has a name (the scan rejects one without)."""
+    return all(
+        isinstance(c, Mapping) and isinstance(c.get("name"), str) and c["name"]
+        for c in _calls(message)
+    )
+
+
+def lone_call(messages: Sequence[Any], opts: ScanOptions) -> tuple[AIMessage, ToolMessage] | None:
+    """The last assistant message and its result, when :func:`scan_actions` would read that
+    one answered tool call as the only action of the current turn (of the whole window when
+    ``opts.interactive`` is off) and would accept every message it reads before it.
+
+    Read from the end, building no action: the history ends with an assistant message
+    asking for one named tool call, then one ToolMessage; before them, as far as the scan
+    reads, every item is a message (a dict is left to the scan, which converts it), no
+    assistant message of the same turn counts (guard notes and summaries are skipped, as
+    the scan skips them) and every earlier one names its tool calls. None otherwise: the
+    scan then says what the history holds, or what is wrong with it.
+
+    Example:
+        >>> from agent_guards.testing import tool_call_message
+        >>> call = tool_call_message("a", {"x": 1}, id="c1")
+        >>> [m.type for m in lone_call([call, ToolMessage("done", tool_call_id="c1")],
+        ...                            ScanOptions())]
+        ['ai', 'tool']
+        >>> lone_call([call, ToolMessage("done", tool_call_id="c1")] * 2, ScanOptions()) is None
+        True
+    """
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        return None
+    if len(messages) < 2 or not isinstance(answer := messages[-1], ToolMessage):
+        return None
+    message = messages[-2]
+    if not _acts(message, opts) or len(_calls(message)) != 1 or not _named(message):
+        return None
+    in_turn = True
+    for position in range(len(messages) - 3, max(-1, len(messages) - 1 - _reach(opts)), -1):
+        item = messages[position]
+        if not isinstance(item, BaseMessage):
+            return None
+        if _acts(item, opts) and (in_turn or not _named(item)):
+            return None  # another action of the turn, or one the scan rejects
+        if isinstance(item, HumanMessage) and opts.interactive and not _skipped(item, opts):
+            if not opts.across_turns:
+                break  # the scan stops here
+            in_turn = False
+    return message, answer
+
+
+def _skipped(message: BaseMessage, opts: ScanOptions) -> bool:
+    """A message the scan never reads as a turn or an action: a guard's note, a summary
+    (markers, when it reads them, are both)."""
+    return is_guard_message(message, opts.guard_names) or _is_summary(message)
+
+
+def _acts(message: Any, opts: ScanOptions) -> TypeGuard[AIMessage]:
+    """An assistant message the scan reads actions from (perhaps none: no call, no text)."""
+    return isinstance(message, AIMessage) and not _skipped(message, opts)
 
 
 def _learn_effects(

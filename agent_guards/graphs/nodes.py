@@ -774,7 +774,10 @@ def _step_evidence(
 def _step_of(version: PlanVersion | None, step_id: Any) -> PlanStep | None:
     if version is None or not isinstance(step_id, str):
         return None
-    return next((s for s in version.steps if s.id == step_id), None)
+    for step in version.steps:  # a loop: the tool node and the agent ask on every call
+        if step.id == step_id:
+            return step
+    return None
 
 
 def _timed_out(messages: Sequence[Any]) -> bool:

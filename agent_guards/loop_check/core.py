@@ -11,11 +11,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from langchain_core.messages import ToolMessage
 from rapidfuzz import fuzz
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
-from agent_guards.core.history import Action, latest_batch, scan_actions, with_declared
+from agent_guards.core.history import (
+    Action,
+    ScanOptions,
+    answer_failure,
+    latest_batch,
+    lone_call,
+    scan_actions,
+    with_declared,
+)
 from agent_guards.core.signatures import content_text
 from agent_guards.core.texts import lead as _lead
 from agent_guards.core.texts import stop_leads
@@ -384,15 +393,26 @@ releases (threads checkpointed before the texts table). A custom ``loop_stop`` i
 when the parent's policy carries the same texts."""
 
 
+@functools.lru_cache(maxsize=64)
+def _stop_leads(loop_stop: str) -> tuple[str, ...]:
+    """:data:`STOP_LEADS` and the lead of the policy's own ``loop_stop`` text (a memo)."""
+    return (*STOP_LEADS, _lead(loop_stop))
+
+
+def _says_stop(result: ToolMessage, policy: LoopPolicy) -> bool:
+    """A tool result that is a sub-agent's final answer after its loop_check stopped it."""
+    leads = _stop_leads(policy.texts.loop_stop)
+    return content_text(result.content).lstrip().startswith(leads)
+
+
 def _worker_stop(view: View, policy: LoopPolicy) -> Action | None:
     last = view.raw[-1] if view.raw else None
     if last is None or last.turns_ago:
         return None
     if last.kind == "worker_stop":
         return last
-    leads = (*STOP_LEADS, _lead(policy.texts.loop_stop))
     for a in latest_batch(view.all):
-        if a.message is not None and content_text(a.message.content).lstrip().startswith(leads):
+        if a.message is not None and _says_stop(a.message, policy):
             return a
     return None
 
@@ -434,10 +454,42 @@ def read_history(
     messages: Sequence[Any], policy: LoopPolicy, effects: Mapping[str, Effect | str] | None
 ) -> View:
     """The history as :func:`detect_loop` reads it."""
-    raw = scan_actions(messages, with_declared(policy.loop_scan_options(), effects))
+    return _view(messages, policy, with_declared(policy.loop_scan_options(), effects))
+
+
+def _view(messages: Sequence[Any], policy: LoopPolicy, opts: ScanOptions) -> View:
+    raw = scan_actions(messages, opts)
     both = [a for a in raw if a.kind in ("tool", "text")]
     turn = [a for a in both if not a.turns_ago] if policy.mode == "interactive" else both
     return View(turn, both, raw, messages)
+
+
+def quiet_turn(messages: Sequence[Any], policy: LoopPolicy, opts: ScanOptions) -> bool:
+    """Whether :func:`detect_loop` finds nothing, read from the end of the history alone.
+
+    Its fast path, for a turn whose only action is one answered call (:func:`lone_call`):
+    then every detector but two counts that call once or not at all (a call counts once
+    per turn; a cycle or a stale result needs more calls; a reply or summary streak needs
+    the history to end with one; a failure loop needs a failure, checked here), and a count
+    of one is no finding unless ``repeated_call`` nudges at 1. The two left are checked as
+    their detectors check them: the call's message repeating itself inside
+    (``content_loop``) and a result that is a sub-agent's loop stop (``subagent``).
+    Custom normalizers run in the scan (and may raise there): the scan decides then.
+    """
+    if policy.normalizers or (
+        "repeated_call" in policy.patterns and _first_level("repeated_call", policy) < 2
+    ):
+        return False
+    turn = lone_call(messages, opts)
+    if turn is None:
+        return False
+    message, result = turn
+    if answer_failure(result, opts) is not None or _says_stop(result, policy):
+        return False
+    text = content_text(message.content)  # a call's message is mostly empty: nothing repeats
+    return not text or not repeated_chunk(
+        text, chunk=policy.content_chunk, repeats=policy.content_repeats
+    )
 
 
 def _first_level(pattern: str, policy: LoopPolicy) -> int:
@@ -523,7 +575,10 @@ def detect_loop(
         ('repeated_call', 3)
     """
     policy = LoopPolicy.coerce(policy, default=_default_policy())
-    view = read_history(messages, policy, effects)
+    opts = with_declared(policy.loop_scan_options(), effects)
+    if quiet_turn(messages, policy, opts):
+        return no_loop(policy)
+    view = _view(messages, policy, opts)
     found: list[tuple[Verdict, Finding]] = []
     for pattern in PATTERNS:
         if pattern in policy.patterns:
@@ -532,14 +587,7 @@ def detect_loop(
                 found.append((_level(finding, policy), finding))
     counts = {f.pattern: f.count for _, f in found}
     if not found:
-        return GuardDecision(
-            guard=GUARD,
-            verdict=Verdict.CONTINUE,
-            reason="no_loop",
-            detail="no repeated action",
-            policy=policy.label,
-            data={"pattern": None, "count": 0, "counts": {}},
-        )
+        return no_loop(policy)
     verdict, top = max(found, key=lambda vf: (_SEVERITY[vf[0]], vf[1].count))
     nudge_at, stop_at = policy.limits(top.pattern)
     return GuardDecision(
@@ -558,4 +606,16 @@ def detect_loop(
             "nudge_at": nudge_at,
             "stop_at": stop_at,
         },
+    )
+
+
+def no_loop(policy: LoopPolicy) -> GuardDecision:
+    """What :func:`detect_loop` decides when nothing repeats."""
+    return GuardDecision(
+        guard=GUARD,
+        verdict=Verdict.CONTINUE,
+        reason="no_loop",
+        detail="no repeated action",
+        policy=policy.label,
+        data={"pattern": None, "count": 0, "counts": {}},
     )

@@ -28,7 +28,7 @@ from agent_guards.planner_gate.policy import (
     same_calls,
 )
 
-__all__ = ["RULES", "GateContext", "coerce_versions", "gate_plan"]
+__all__ = ["RULES", "GateContext", "coerce_versions", "gate_checked", "gate_plan"]
 
 
 def coerce_versions(versions: Any) -> list[PlanVersion]:
@@ -95,9 +95,12 @@ def _decide(
     *,
     chosen: PlanVersion | None = None,
     dropped: PlanVersion | None = None,
+    step: PlanStep | None = None,
 ) -> GuardDecision:
+    """The decision; ``step``: ``chosen``'s first valid step when the caller has it."""
     data = dict(ctx.data)
-    step = _first_valid(chosen, ctx.tools) if chosen is not None else None
+    if step is None and chosen is not None:
+        step = _first_valid(chosen, ctx.tools)
     data.update(version=chosen.version if chosen else None, next_step=step.id if step else None)
     return GuardDecision(
         guard=GUARD,
@@ -181,13 +184,13 @@ def _go_on(ctx: GateContext, plan: PlanVersion | None) -> GuardDecision:
         return _decide(
             ctx, Verdict.STOP, "plan_complete", f"Every step of {plan.id} is done.", chosen=plan
         )
-    if _first_valid(plan, ctx.tools) is None:
+    step = _first_valid(plan, ctx.tools)
+    if step is None:
         return _decide(
             ctx, ctx.policy.on_blocked, "plan_blocked", f"{plan.id} has no runnable step."
         )
-    return _decide(
-        ctx, Verdict.EXECUTE, "next_step", f"Run the next step of {plan.id}.", chosen=plan
-    )
+    detail = f"Run the next step of {plan.id}."
+    return _decide(ctx, Verdict.EXECUTE, "next_step", detail, chosen=plan, step=step)
 
 
 # The rules, one per row of the table in docs/planner_gate.md. Each returns a decision
@@ -444,7 +447,27 @@ def gate_plan(
     (<Verdict.EXECUTE: 'execute'>, 'critique_only', ('v1',))
     """
     pol = PlannerPolicy.coerce(policy, default=DEFAULT_POLICY)
-    plans = coerce_versions(versions)
+    return gate_checked(
+        coerce_versions(versions),
+        pol,
+        executed_steps=executed_steps,
+        observations=observations,
+        goal=goal,
+        tools=tools,
+    )
+
+
+def gate_checked(
+    plans: list[PlanVersion],
+    pol: PlannerPolicy,
+    *,
+    executed_steps: Any,
+    observations: Any,
+    goal: Any,
+    tools: Collection[str] | None,
+) -> GuardDecision:
+    """:func:`gate_plan` on versions :func:`coerce_versions` returned and a checked policy
+    (the planner_gate node has both: checking them again would change nothing)."""
     executed = check_count(executed_steps, item=None, name="executed_steps")
     observed = check_count(observations, item=None, name="observations")
     ctx = _context(plans, pol, executed=executed, observed=observed, goal=goal, tools=tools)

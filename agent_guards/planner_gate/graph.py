@@ -15,6 +15,7 @@ from typing import Annotated, Any, get_args
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.constants import END
+from langgraph.errors import GraphBubbleUp
 from langgraph.graph import StateGraph
 from langgraph.types import Command, Overwrite
 
@@ -24,7 +25,6 @@ from agent_guards.core.state import GuardState, StateKeys, add_count
 from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.graph import (
     ask_human,
-    guarded,
     invalid_input,
     require_channels,
     require_nodes,
@@ -38,7 +38,7 @@ from agent_guards.planner_gate.approval import (
     needs_approval,
 )
 from agent_guards.planner_gate.checks import check_count
-from agent_guards.planner_gate.core import coerce_versions, gate_plan
+from agent_guards.planner_gate.core import coerce_versions, gate_checked
 from agent_guards.planner_gate.goal import Goal
 from agent_guards.planner_gate.model import PlanStatus, PlanStep, PlanVersion, RiskLevel
 from agent_guards.planner_gate.ops import next_step
@@ -303,9 +303,9 @@ def create_planner_gate(
             state_value(state, EXECUTED_KEY, 0),
             state_value(state, OBSERVED_KEY, 0),
         )
-        decision = gate_plan(
+        decision = gate_checked(
             versions,
-            policy=pol,
+            pol,
             executed_steps=executed,
             observations=observed,
             goal=state_value(state, goal_key),
@@ -328,11 +328,13 @@ def create_planner_gate(
         return Command(goto=dest[route], update=update)
 
     def node(state: Any, config: RunnableConfig) -> Command[Any]:
-        def on_invalid(err: InvalidInputError) -> Command[Any]:
+        try:  # as guarded() wraps a node, without building the wrapper on every call
+            return decide(state, config)
+        except GraphBubbleUp:
+            raise
+        except InvalidInputError as err:
             bad = invalid_input(GUARD, err, policy=pol.label, verdict=Verdict.ESCALATE)
             return Command(goto=dest["escalate"], update={"guard_log": [stamp(bad, config)]})
-
-        return guarded(decide, on_invalid)(state, config)
 
     return runnable(name, node, keys=keys, mixin="PlanState", channels=(plans_key,))
 

@@ -238,8 +238,8 @@ def route_failures(
         ('refuse', 'refuse', 'permission')
     """
     policy = RetryRouterPolicy.coerce(policy)
-    if _all_succeeded(messages, policy):
-        return _no_failure(policy)
+    if all_succeeded(messages, policy):
+        return no_failure(policy)
     actions = scan_actions(messages, with_declared(policy.scan_options(), effects))
     decisions = []
     for a in latest_batch(actions):
@@ -266,7 +266,7 @@ def route_failures(
             )
         )
     if not decisions:
-        return _no_failure(policy)
+        return no_failure(policy)
     chosen = min(decisions, key=lambda d: PRECEDENCE.index(cast(str, d.data["route"])))
     route = chosen.data["route"]
     return replace(
@@ -282,7 +282,7 @@ def route_failures(
     )
 
 
-def _all_succeeded(messages: Sequence[Any], policy: RetryRouterPolicy) -> bool:
+def all_succeeded(messages: Sequence[Any], policy: RetryRouterPolicy) -> bool:
     """Whether every result of the latest assistant turn reports success, read from the
     end of the history alone: the scan of earlier turns (attempts, the effects recorded
     there) only matters to route a failure. False whenever the end of the history is not
@@ -309,7 +309,8 @@ def _all_succeeded(messages: Sequence[Any], policy: RetryRouterPolicy) -> bool:
     return False
 
 
-def _no_failure(policy: RetryRouterPolicy) -> GuardDecision:
+def no_failure(policy: RetryRouterPolicy) -> GuardDecision:
+    """What :func:`route_failures` decides when nothing failed."""
     return GuardDecision(
         guard=GUARD,
         verdict=Verdict.CONTINUE,

@@ -57,7 +57,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from functools import partial
 from typing import Annotated, Any, Literal, cast
 
@@ -69,14 +69,15 @@ from langgraph.types import RetryPolicy
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, RetryRoute, Verdict
+from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.state import GuardState, StateKeys
 from agent_guards.core.stopping import answer_pending, final_message, is_budget_refusal
 from agent_guards.core.texts import TEXTS_EN, Texts
 from agent_guards.graph import state_messages
-from agent_guards.loop_check.core import detect_loop
+from agent_guards.loop_check.core import detect_loop, no_loop, quiet_turn
 from agent_guards.loop_check.graph import add_loop_nodes
 from agent_guards.loop_check.policy import LoopPolicy
-from agent_guards.retry_router.core import retryable, route_failures
+from agent_guards.retry_router.core import all_succeeded, no_failure, retryable, route_failures
 from agent_guards.retry_router.policy import RetryRouterPolicy
 
 __all__ = [
@@ -132,6 +133,31 @@ def _decide(
     return _node.decide_on_messages(GUARD, core, state, config, policy=policy.label, key=key)
 
 
+def _decided(
+    guard: str, core: Callable[[list[Any]], GuardDecision], messages: list[Any], policy: str
+) -> GuardDecision:
+    """``core(messages)``; bad input becomes a CONTINUE decision with reason
+    ``invalid_input`` (an edge must still pick a route), as ``decide_on_messages`` does."""
+    try:
+        return core(messages)
+    except InvalidInputError as err:
+        return _node.invalid_input(guard, err, policy=policy, verdict=Verdict.CONTINUE)
+
+
+def _healthy(
+    messages: list[Any], policy: RetryRouterPolicy, loop_policy: LoopPolicy | None
+) -> bool:
+    """Whether the cores decide ``no_failure`` and (with ``loop_policy``) ``no_loop`` from
+    the end of the history alone, by their own fast paths: every result of the latest
+    turn succeeded and, with ``loop_policy``, that turn is one answered call that repeats
+    nothing. The edge then takes their decisions as made once (the same every time)."""
+    if loop_policy is not None and not quiet_turn(
+        messages, loop_policy, loop_policy.loop_scan_options()
+    ):
+        return False
+    return all_succeeded(messages, policy)
+
+
 def create_retry_router(
     *,
     policy: RetryRouterPolicy | None = None,
@@ -165,18 +191,25 @@ def create_retry_router(
             f"loop_policy must be a LoopPolicy or None, got {type(loop_policy).__name__}"
         )
 
+    # built once: every tool turn runs both cores, or their decisions on a healthy turn
+    route_core = partial(route_failures, policy=policy)
+    loop_core = partial(detect_loop, policy=loop_policy)
+    made_once = (no_failure(policy),) + ((no_loop(loop_policy),) if loop_policy is not None else ())
+
     def route(state: Any, config: RunnableConfig) -> RouterRoute:
-        decision = _decide(state, config, policy, messages_key)
+        messages = state_messages(state, messages_key)  # both cores read the same history
+        if _healthy(messages, policy, loop_policy):
+            for made in made_once:  # attached to the trace as the cores' own would be
+                _node.stamp(made, config)
+            return "continue"
+        decision = _node.stamp(_decided(GUARD, route_core, messages, policy.label), config)
         label: str = (
             decision.data.get("route", "continue")
             if decision.reason != "invalid_input"
             else "continue"
         )
         if loop_policy is not None and label != "refuse":
-            loop = _node.guarded(
-                lambda s, _c: detect_loop(state_messages(s, messages_key), policy=loop_policy),
-                lambda err: _node.invalid_input("loop_check", err, verdict=Verdict.CONTINUE),
-            )(state, config)
+            loop = _decided("loop_check", loop_core, messages, "")
             verdict = _node.stamp(loop, config).verdict
             if verdict in (Verdict.STOP, Verdict.ESCALATE) or (
                 verdict is Verdict.NUDGE and label == "continue"

@@ -199,7 +199,7 @@ class RetryRouterPolicy(Policy):
         ('permission', True)
         """
         artifact = message.artifact
-        if isinstance(artifact, Mapping) and ARTIFACT_KEY in artifact:
+        if (isinstance(artifact, Mapping) and ARTIFACT_KEY in artifact) or not self._detects:
             return failure_of(message)
         kind = self._detected(str(message.name or ""), content_text(message.content))
         if kind is None:
@@ -220,6 +220,12 @@ class RetryRouterPolicy(Policy):
         allowed = [k.value for k in FailureKind]
         where = f"RetryRouterPolicy.detect({tool!r}, ...)"
         return FailureKind(check_choice(where, str(found), allowed))
+
+    @cached_property
+    def _detects(self) -> bool:
+        """Whether the policy reads failures from result texts (``failure_patterns`` or
+        ``detect``); without, a result's failure is its artifact's or its status's."""
+        return bool(self.failure_patterns) or self.detect is not None
 
     def scan_options(self) -> ScanOptions:
         """Reads the whole run (headless): attempts never reset on a new user message."""

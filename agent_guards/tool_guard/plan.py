@@ -7,10 +7,10 @@ message history), so the same state always gives the same plan.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, Verdict
@@ -61,6 +61,18 @@ class Plan:
     ledger: tuple[Any, str] | None = None
     """Where the call's run-ledger entries live, ``(store, thread id)``, as planned: the
     graph's store, or the view of the ledger kept in state whose writes the call returns."""
+    signature: str | None = field(default=None, compare=False)
+    """The call's :func:`retry_signature`, when planning made it (None: not made). A memo,
+    so plans are equal whether they carry it or not."""
+
+
+def replaced(plan: Plan, **changes: Any) -> Plan:
+    """``dataclasses.replace(plan, **changes)`` for the tool node's every call: a Plan runs
+    no checks when made, so the copy takes its fields as they are (``replace`` would look
+    them all up and build it through ``__init__``)."""
+    copy = object.__new__(Plan)
+    copy.__dict__.update(plan.__dict__, **changes)
+    return copy
 
 
 def _latest_ai(messages: Sequence[Any]) -> tuple[int, AIMessage | None]:
@@ -153,6 +165,10 @@ def _plan(
         return Plan("execute", effect=effect)
     keys = signature_keys(loop.ignore_arg_keys, effect.declared_write)
     signature = call_signature(call["name"], call.get("args"), ignore_keys=keys)
+    if _alone_in_a_new_turn(messages, position, ai, call):
+        # the policy ignoring retry_router's keys, this signature is the retry signature
+        same = loop.ignore_arg_keys == DEFAULT_IGNORED_ARG_KEYS
+        return Plan("execute", effect=effect, signature=signature if same else None)
     before = _earlier_in_turn(ai, call)
     same_turn = _same_turn(call, before, effect, signature, loop)
     if same_turn is not None:
@@ -179,6 +195,33 @@ def _plan(
         loop=loop,
         effect=effect,
     )
+
+
+def _alone_in_a_new_turn(
+    messages: Sequence[Any], position: int, ai: AIMessage | None, call: Any
+) -> bool:
+    """Whether the history has nothing to answer ``call`` from, so it simply executes:
+    it is the one call of the last message, and no assistant message or tool result
+    comes before it (a step's or a thread's first tool turn).
+
+    The history scan of the general path would then read only this call (the signature
+    above has just read it), find no earlier turn and so no match: the same plan, without
+    building the scan's actions. Anything else (siblings, answers, earlier turns, a call
+    without a name, which the scan reports) goes the general way.
+    """
+    if ai is None or position != len(messages) - 1 or ai.invalid_tool_calls:
+        return False
+    calls = ai.tool_calls
+    if len(calls) != 1 or calls[0] is not call:
+        return False
+    name = call.get("name")
+    if not isinstance(name, str) or not name:
+        return False
+    for i in range(position):
+        m = messages[i]
+        if not isinstance(m, BaseMessage) or isinstance(m, AIMessage | ToolMessage):
+            return False
+    return True
 
 
 def prior_actions(
@@ -332,6 +375,11 @@ def retry_signature(call: Any, effect: Effect | None) -> str:
     """The signature retry_router uses (default ignored keys, as its history scan does)."""
     keys = signature_keys(DEFAULT_IGNORED_ARG_KEYS, effect is not None and effect.declared_write)
     return call_signature(call["name"], call.get("args"), ignore_keys=keys)
+
+
+def signature_of(call: Any, plan: Plan) -> str:
+    """``retry_signature(call, plan.effect)``, the one planning made if it did."""
+    return plan.signature if plan.signature is not None else retry_signature(call, plan.effect)
 
 
 def _plan_retry(
@@ -513,8 +561,8 @@ def over_budget(
     _, ai = _latest_ai(messages)
     call = request.tool_call
     before = _earlier_in_turn(ai, call)
-    answered = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
-    if plan.kind == "retry":  # a re-entry: only the failed calls of the turn run again
+    if plan.kind == "retry" and before:  # a re-entry: only the failed calls run again
+        answered = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
         before = [c for c in before if _failed(answered.get(str(c.get("id"))))]
     spent = max(spent, counted + _may_run(before, loop))
     if spent < limit:

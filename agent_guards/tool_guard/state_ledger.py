@@ -33,9 +33,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
-from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, SearchItem, SearchOp
+from langgraph.store.base import (
+    NOT_PROVIDED,
+    BaseStore,
+    GetOp,
+    Item,
+    NotProvided,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    _validate_namespace,
+    _validate_namespace_labels,
+)
 
 __all__ = ["StateLedger"]
 
@@ -64,23 +77,52 @@ class StateLedger(BaseStore):
         kept = [value for key, value in self.entries.items() if key not in self.writes]
         return [*kept, *self.writes.values()]
 
+    # get and put as BaseStore serves them (the same namespace checks), minus the batch
+    # of one operation they would build: the ledger makes three of them per tool call
+    def get(
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
+    ) -> Item | None:
+        _validate_namespace_labels(namespace)
+        return self._item(namespace, str(key))
+
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        if value is None or ttl not in (NOT_PROVIDED, None):  # a delete, a TTL: refused there
+            return super().put(namespace, key, value, index, ttl=ttl)
+        _validate_namespace(namespace)
+        self._put(str(key), value)
+        return None
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         return [self._run(op) for op in ops]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         return self.batch(ops)
 
+    def _item(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        value = self._value(key)
+        if value is None:
+            return None
+        return Item(value=dict(value), key=key, namespace=namespace,
+                    created_at=_EPOCH, updated_at=_EPOCH)  # fmt: skip
+
+    def _put(self, key: str, value: Mapping[str, Any]) -> None:
+        if key not in self.writes and key not in self.entries:
+            self._sorted = None
+        self.writes[key] = dict(value)
+
     def _run(self, op: Op) -> Result:
         if isinstance(op, GetOp):
-            value = self._value(op.key)
-            if value is None:
-                return None
-            return Item(value=dict(value), key=op.key, namespace=op.namespace,
-                        created_at=_EPOCH, updated_at=_EPOCH)  # fmt: skip
+            return self._item(op.namespace, op.key)
         if isinstance(op, PutOp) and op.value is not None:
-            if op.key not in self.writes and op.key not in self.entries:
-                self._sorted = None
-            self.writes[op.key] = dict(op.value)
+            self._put(op.key, op.value)
             return None
         if isinstance(op, SearchOp) and op.query is None and not op.filter:
             if self._sorted is None:

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from langchain_core.messages import ToolMessage
@@ -50,7 +51,9 @@ from agent_guards.tool_guard.plan import (
     missing_id,
     over_budget,
     plan_call,
+    replaced,
     retry_signature,
+    signature_of,
 )
 from agent_guards.tool_guard.state_ledger import StateLedger
 
@@ -226,8 +229,10 @@ class ToolCallGuard:
         )
 
     def _after(
-        self, request: ToolCallRequest, result: Any, plan: Plan
+        self, request: ToolCallRequest, result: Any, plan: Plan, execution: int | None = None
     ) -> tuple[Any, Failure | None, list[GuardDecision]]:
+        """The executed result classified, with its attempt (and effect, and ``execution``:
+        :func:`record_effect`'s fields, in the same copy) in its metadata."""
         extra: list[GuardDecision] = []
         if not isinstance(result, ToolMessage):
             return result, None, extra
@@ -239,13 +244,10 @@ class ToolCallGuard:
                 _node.invalid_input("retry_router", err, policy=policy, verdict=Verdict.CONTINUE)
             )
             failure = None
-        meta = dict(result.response_metadata or {})
-        ours = meta.get("agent_guards")
-        meta["agent_guards"] = {
-            **(ours if isinstance(ours, Mapping) else {}),
-            "attempt": plan.attempt,
-        }
-        update: dict[str, Any] = {"response_metadata": meta}
+        fields: dict[str, Any] = {"attempt": plan.attempt}
+        if plan.effect is not None:
+            fields.update(_effect_fields(plan.effect, execution))
+        update: dict[str, Any] = {"response_metadata": _ours(result, **fields)}
         if plan.replace_id is not None:
             update["id"] = plan.replace_id
         if failure is not None and not isinstance(result.artifact, Mapping):
@@ -271,7 +273,7 @@ class ToolCallGuard:
             failure,
             call_id=str(call["id"]),
             tool=call["name"],
-            signature=retry_signature(call, plan.effect),
+            signature=signature_of(call, plan),
             attempt=plan.attempt,
             prior=prior,
             policy=self.retry,
@@ -400,7 +402,7 @@ class ToolCallGuard:
         late = self._late(request, plan, started)
         try:
             done = run_within(execute, request, self._time_limit(request), late)
-            result, failure, extra = self._after(request, done, plan)
+            result, failure, extra = self._after(request, done, plan, _execution(started))
         except GraphBubbleUp:  # the tool asked a human: on resume it runs again from the top
             self._give_back(request, started, where)
             raise
@@ -435,7 +437,7 @@ class ToolCallGuard:
             return self._answered(request, replace(started, ledger=where))
         try:
             done = await arun_within(execute, request, self._time_limit(request))
-            result, failure, extra = self._after(request, done, plan)
+            result, failure, extra = self._after(request, done, plan, _execution(started))
         except GraphBubbleUp:  # as in run_once
             await self._off_loop(self._give_back, request, started, where)
             raise
@@ -506,7 +508,7 @@ class ToolCallGuard:
         config = getattr(request.runtime, "config", None) or {}
         cancel = (config.get("configurable") or {}).get(CANCEL_KEY)
         where = self._ledger_at(request)
-        plan = replace(plan, ledger=where)
+        plan = replaced(plan, ledger=where)
         if cancel:  # unless it ran already (a crash, a fork): then its outcome stands
             known = self._recorded(request, plan, *where) if where is not None else None
             if known is not None and known.kind == "reuse":
@@ -543,10 +545,8 @@ class ToolCallGuard:
         """Raise before anything runs when the graph's state has no channel for the guard's
         decisions or its tool count: LangGraph would drop them silently, and a tool budget
         counted there would never be spent."""
-        wanted = [key for key, on in ((self.keys.log, self.log_decisions),
-                                      (self.keys.usage, self.count_usage)) if on]  # fmt: skip
         config = cast("RunnableConfig", getattr(request.runtime, "config", None) or {})
-        missing = _node.missing_channels(config, wanted)
+        missing = _node.missing_channels(config, self._channels)
         if missing:
             raise ValueError(
                 f"ToolCallGuard: the graph's state has no {', '.join(map(repr, missing))} "
@@ -557,6 +557,12 @@ class ToolCallGuard:
                 f"guarded_react_agent), or keys.schema() when the guards use other names, or "
                 f"ToolCallGuard(log_decisions=False, count_usage=False)"
             )
+
+    @cached_property
+    def _channels(self) -> tuple[str, ...]:
+        """The state channels the guard writes (made once: the guard is frozen)."""
+        wanted = ((self.keys.log, self.log_decisions), (self.keys.usage, self.count_usage))
+        return tuple(key for key, on in wanted if on)
 
     # the run ledger ----------------------------------------------------------------------
 
@@ -897,7 +903,7 @@ def _intent(request: ToolCallRequest, plan: Plan) -> tuple[str, dict[str, Any]]:
     args = call.get("args")
     return str(call["id"]), {
         "tool": call["name"],
-        "signature": retry_signature(call, plan.effect),
+        "signature": signature_of(call, plan),
         "effect": plan.effect or Effect.UNKNOWN,
         "attempt": plan.attempt,
         "args": args if isinstance(args, Mapping) else None,
@@ -955,11 +961,23 @@ def record_effect(
     """Record an executed call's effect on its result, for guards that read only messages,
     and which execution of the call it was when the ledger numbered it (``execution``: a
     call id a model repeats for a later request runs again, as execution 2, 3, ...)."""
+    fields = _effect_fields(effect, execution)
+    ours = (message.response_metadata or {}).get("agent_guards")
+    if isinstance(ours, Mapping) and all(_same(ours.get(k), v) for k, v in fields.items()):
+        return message  # recorded already (the wrapper does it as it records the attempt)
+    meta = _ours(message, **fields)
+    return message.model_copy(update={"response_metadata": meta})
+
+
+def _effect_fields(effect: Effect, execution: int | None) -> dict[str, Any]:
     fields: dict[str, Any] = {EFFECT_KEY: effect.value}
     if execution is not None:
         fields["execution"] = execution
-    meta = _ours(message, **fields)
-    return message.model_copy(update={"response_metadata": meta})
+    return fields
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    return type(value) is type(wanted) and value == wanted
 
 
 def _execution(started: Any) -> int | None:

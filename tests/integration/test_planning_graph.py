@@ -349,13 +349,13 @@ def test_bad_input_becomes_an_invalid_input_decision_and_leaves_state_alone() ->
 
 
 def test_an_interrupt_inside_the_gate_passes_through(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = plan_node.gate_plan
+    real = plan_node.gate_checked  # the gate_plan the node runs on checked versions
 
     def holding(*args: Any, **kwargs: Any) -> Any:
         interrupt({"hold": True})
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(plan_node, "gate_plan", holding)
+    monkeypatch.setattr(plan_node, "gate_checked", holding)
     graph = seed_loop_graph(ScriptedChatModel(script=SEED_SCRIPT), checkpointer=InMemorySaver())
     first = graph.invoke({}, cfg("hold"))
     assert first["__interrupt__"][0].value == {"hold": True}

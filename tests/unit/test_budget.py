@@ -195,3 +195,65 @@ def test_recursion_limit_needs_a_step_budget() -> None:
         recursion_limit_for(Budget(max_tool_calls=3), nodes_per_step=2)
     with pytest.raises(ValueError, match="nodes_per_step"):
         recursion_limit_for(Budget(max_steps=3), nodes_per_step=0)
+
+
+# Budget.check answers a usage far from every limit without building the conditions; it
+# must say what the conditions say, error included, for any usage.
+_limit = st.one_of(st.none(), st.integers(1, 10))
+_counter_value = st.one_of(
+    st.integers(-3, 12),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.text(max_size=2),
+    st.none(),
+)
+_usages = st.one_of(
+    st.dictionaries(
+        st.sampled_from(["steps", "replans", "tool_calls", "model_calls", "tokens", "x"]),
+        _counter_value,
+        max_size=6,
+    ),
+    st.none(),
+    st.integers(),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+def _outcome(check: Any) -> Any:
+    try:
+        return ("ok", check())
+    except Exception as err:  # the error is part of the answer
+        return ("error", type(err), str(err))
+
+
+@given(
+    st.builds(
+        Budget,
+        max_steps=_limit,
+        max_replans=_limit,
+        max_tool_calls=_limit,
+        max_model_calls=_limit,
+        max_tokens=_limit,
+        max_seconds=st.one_of(st.none(), st.just(30.0)),
+    ),
+    _usages,
+    st.booleans(),
+)
+def test_check_fast_path_says_what_the_conditions_say(
+    budget: Budget, usage: Any, absent: bool
+) -> None:
+    from agent_guards.budget import _condition_of
+
+    s = {} if absent else {"usage": usage}
+    now = datetime.fromtimestamp(T0, tz=UTC)
+    cond = _condition_of(budget)
+    general = _outcome(lambda: cond(s, now) if cond is not None else None)
+    assert _outcome(lambda: budget.check(s, now)) == general
+
+
+def test_check_fast_path_is_taken_far_from_the_limits() -> None:
+    from agent_guards.budget import _far_from_limits
+
+    assert _far_from_limits(Budget(max_steps=5, max_tokens=9), state(steps=4, tokens=8.5))
+    assert not _far_from_limits(Budget(max_steps=5), state(steps=5))  # at the limit
+    assert not _far_from_limits(Budget(max_steps=5, max_seconds=9), state(steps=1))

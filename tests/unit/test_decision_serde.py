@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 
@@ -51,3 +53,40 @@ def test_the_named_tuple_path_writes_the_bytes_the_dataclass_path_writes(
     monkeypatch.delattr(GuardDecision, "_asdict")  # LangGraph's dataclass path
     assert serde.dumps_typed(DECISION) == fast
     assert serde.loads_typed(fast) == DECISION
+
+
+class _Tag(str):
+    """A str subclass: kept as an id only once made a plain str."""
+
+
+_id_values = st.one_of(
+    st.none(),
+    st.lists(st.sampled_from(["a", "b", 7, _Tag("t")]), max_size=3),
+    st.lists(st.sampled_from(["a", "b", 7, _Tag("t")]), max_size=3).map(tuple),
+)
+
+
+@given(_id_values, _id_values, st.sampled_from([Verdict.STOP, "STOP", " reuse ", "maybe"]))
+def test_decision_fields_are_normalized_as_ever(ids: Any, dropped: Any, verdict: Any) -> None:
+    """A decision keeps a tuple of str as it is and converts anything else: the fields are
+    what ``_ids`` and ``parse_verdict`` make of every value, types included."""
+    from agent_guards.core.decision import parse_verdict
+
+    def made() -> Any:
+        d = GuardDecision(guard="g", verdict=verdict, reason="r", selected_ids=ids,
+                          dropped_ids=dropped)  # fmt: skip
+        return repr((d.verdict, d.selected_ids, d.dropped_ids, d.conflicting_ids, d.data))
+
+    def expected() -> Any:
+        def norm(v: Any) -> tuple[str, ...]:
+            return tuple(str(x) for x in v) if v is not None else ()
+
+        return repr((parse_verdict(verdict), norm(ids), norm(dropped), (), {}))
+
+    outcomes = []
+    for build in (made, expected):
+        try:
+            outcomes.append(("ok", build()))
+        except ValueError as err:
+            outcomes.append(("error", str(err)))
+    assert outcomes[0] == outcomes[1]

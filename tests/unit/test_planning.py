@@ -191,6 +191,19 @@ def test_gate_plan_truth_table(case: Case) -> None:
     assert d.dropped_ids == ((newest.id,) if rejected else ())
 
 
+@pytest.mark.parametrize("case", TRUTH_TABLE)
+def test_the_nodes_checked_gate_decides_as_gate_plan(case: Case) -> None:
+    """The planner_gate node checks the versions and the policy once, then decides with
+    ``gate_checked``: the same decision as ``gate_plan``, data and texts included."""
+    from agent_guards.planner_gate.core import coerce_versions, gate_checked
+
+    pol = case.policy or PlannerPolicy()
+    kw = {"executed_steps": 0, "observations": 0, "goal": None, "tools": None, **case.kw}
+    checked = gate_checked(coerce_versions(case.versions), pol, **kw)
+    general = gate_plan(case.versions, policy=case.policy, **case.kw)
+    assert (checked, checked.detail, checked.data) == (general, general.detail, general.data)
+
+
 # The rows of the table in docs/planner_gate.md, in order ("already decided" is the case
 # the docs describe below the table; it is checked right after the goal).
 DOCUMENTED_RULES = [
