@@ -46,8 +46,6 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
-    _validate_namespace,
-    _validate_namespace_labels,
 )
 
 __all__ = ["StateLedger"]
@@ -77,12 +75,14 @@ class StateLedger(BaseStore):
         kept = [value for key, value in self.entries.items() if key not in self.writes]
         return [*kept, *self.writes.values()]
 
-    # get and put as BaseStore serves them (the same namespace checks), minus the batch
-    # of one operation they would build: the ledger makes three of them per tool call
+    # get and put as BaseStore serves them, minus the batch of one operation they would
+    # build (the ledger makes three of them per tool call); a namespace that is not plainly
+    # valid goes through BaseStore, whose checks name what is wrong with it
     def get(
         self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
     ) -> Item | None:
-        _validate_namespace_labels(namespace)
+        if not _plain(namespace):
+            return super().get(namespace, key, refresh_ttl=refresh_ttl)
         return self._item(namespace, str(key))
 
     def put(
@@ -94,9 +94,8 @@ class StateLedger(BaseStore):
         *,
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
-        if value is None or ttl not in (NOT_PROVIDED, None):  # a delete, a TTL: refused there
-            return super().put(namespace, key, value, index, ttl=ttl)
-        _validate_namespace(namespace)
+        if value is None or ttl not in (NOT_PROVIDED, None) or not _plain(namespace):
+            return super().put(namespace, key, value, index, ttl=ttl)  # a delete, a TTL
         self._put(str(key), value)
         return None
 
@@ -133,3 +132,14 @@ class StateLedger(BaseStore):
                 for key in keys
             ]
         raise NotImplementedError(f"the run ledger kept in state does not serve {op!r}")
+
+
+def _plain(namespace: Any) -> bool:
+    """Whether ``namespace`` passes every store's checks: a tuple of non-empty string
+    labels without ``.`` or NUL, not rooted at ``langgraph`` (what the ledger writes)."""
+    return (
+        type(namespace) is tuple
+        and bool(namespace)
+        and namespace[0] != "langgraph"
+        and all(type(v) is str and v and "." not in v and "\x00" not in v for v in namespace)
+    )
