@@ -26,13 +26,15 @@ class Bank:
     def __init__(self) -> None:
         self.balance = 100
         self.runs: list[str] = []
+        self.reads: list[str] = []  # what each get_balance execution returned
 
     def tools(self) -> list[Any]:
         @tool
         def get_balance(account: str) -> str:
             """The balance of an account."""
             self.runs.append("get_balance")
-            return f"balance of {account}: {self.balance}"
+            self.reads.append(f"balance of {account}: {self.balance}")
+            return self.reads[-1]
 
         @tool
         def transfer(account: str, amount: int) -> str:
@@ -416,6 +418,8 @@ def test_a_read_beside_a_transfer_in_a_later_turn_is_read_again_under_a_read_def
             model, tools=bank.tools(), middleware=[LoopGuardMiddleware(policy=policy)]
         )
     out = app.invoke({"messages": [HumanMessage("pay 30, then show the balance")]})
+    # the two calls of the second turn run in parallel, in no set order: the balance read
+    # beside the transfer is a real execution, whatever it saw, never the first turn's
     assert bank.runs.count("get_balance") == 2
-    assert out["messages"][-1].content == "Done. The tool said: balance of A: 70"
+    assert out["messages"][-1].content == f"Done. The tool said: {bank.reads[-1]}"
     assert not [v for v in verdicts(out) if v[0] in ("reuse", "stop")]
