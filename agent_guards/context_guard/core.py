@@ -16,7 +16,7 @@ Everything removed is archived too (``archive_dropped``), so it stays readable b
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -176,6 +176,8 @@ def fit_context(
             f"answer reserve {reserve} leaves no room in max_tokens {max_tokens}",
             field="reserve_tokens",
         )
+    if isinstance(pinned, Iterator):  # read once: more than one path may look at the pins
+        pinned = list(pinned)
     raw = make_counter(token_counter)
     basis = basis_of(pol, token_counter, raw, archive)
     start = tally_end(msgs, tally, basis)

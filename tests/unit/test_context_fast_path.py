@@ -196,3 +196,14 @@ def _budget(window: int) -> Any:
     reserve = pol.reserve_for(window)
     basis = basis_of(pol, None, raw, False)
     return core._Budget(pol, raw, window, reserve, window - reserve, 0, False, basis)
+
+
+def test_pins_given_as_a_generator_are_read_once_whatever_path_decides() -> None:
+    """A generator of pins is consumed by the first path that reads it: a pinned message
+    (which the short path leaves to the general one) must still be placed."""
+    msgs = [SystemMessage("Be brief.", id="s"), HumanMessage("hi", id="h")]
+    pin = pin_message("goal", "ship by Friday")
+    listed = fit_context(msgs, max_tokens=1000, pinned=[pin, "h"])
+    generated = fit_context(msgs, max_tokens=1000, pinned=(p for p in [pin, "h"]))
+    assert [m.content for m in generated.messages] == [m.content for m in listed.messages]
+    assert any(m.content == pin.content for m in generated.messages)
