@@ -280,6 +280,11 @@ def _full(
         changed=changed,
     )
     out_raw = [raw[id(m)] for m in out]
+    if len(out) > len(head) and isinstance(out[len(head)], SystemMessage):
+        # a later system message the compression brought next to the head: a fit of this
+        # history from scratch takes it into the leading ones (and puts pins after it), so
+        # no tally can stand for what that fit does; the next fit counts from scratch
+        return decide(pol, fit, None)
     return decide(pol, fit, _tally_of(out, out_raw, lead=len(lead), head=len(head), how=how, b=b))
 
 
