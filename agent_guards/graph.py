@@ -46,6 +46,14 @@ def state_value(state: Any, key: str, default: Any = None) -> Any:
     return getattr(state, key, default)
 
 
+def state_reader(state: Any) -> Callable[[str], Any]:
+    """:func:`state_value` for one state, with ``None`` for an absent key: whether the state
+    is a dict or an object is asked once, for a caller that reads several keys."""
+    if type(state) is dict or isinstance(state, Mapping):
+        return state.get
+    return lambda key: getattr(state, key, None)
+
+
 def state_messages(state: Any, key: str) -> list[Any]:
     """The message list in a state (a dict, an object, or the list itself)."""
     if isinstance(state, list):
@@ -132,16 +140,21 @@ def decide_on_messages(
     policy: str,
     key: str,
 ) -> GuardDecision:
-    """Run a message-reading core on ``state[key]``, stamped; bad input becomes a
-    CONTINUE decision with reason ``invalid_input`` (an edge must still pick a route)."""
+    """Run a message-reading core on ``state[key]``, stamped (see :func:`decide_messages`)."""
+    return stamp(decide_messages(guard, core, state_messages(state, key), policy=policy), config)
 
+
+def decide_messages(
+    guard: str, core: Callable[[list[Any]], GuardDecision], messages: list[Any], *, policy: str
+) -> GuardDecision:
+    """``core(messages)``; bad input becomes a CONTINUE decision with reason
+    ``invalid_input`` (an edge must still pick a route). Interrupts pass through."""
     try:  # as guarded() wraps a node, without building the wrapper on every call
-        decision = core(state_messages(state, key))
+        return core(messages)
     except GraphBubbleUp:
         raise
     except InvalidInputError as err:
-        decision = invalid_input(guard, err, policy=policy, verdict=Verdict.CONTINUE)
-    return stamp(decision, config)
+        return invalid_input(guard, err, policy=policy, verdict=Verdict.CONTINUE)
 
 
 def runnable(

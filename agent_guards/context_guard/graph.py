@@ -61,7 +61,14 @@ from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import safe_str
 from agent_guards.core.state import GuardState, StateKeys
-from agent_guards.graph import graph_store, invalid_input, runnable, stamp, state_value
+from agent_guards.graph import (
+    graph_store,
+    invalid_input,
+    runnable,
+    stamp,
+    state_reader,
+    state_value,
+)
 
 __all__ = [
     "ContextState",
@@ -273,13 +280,13 @@ class ContextGuardNode:
         """The pinned messages of ``state``'s ``pinned_keys``, as this node places them right
         after the leading system messages. A node that writes a new history can put them
         there itself: the fit then finds them in place and rewrites nothing."""
-        read = _reader(state)
+        read = state_reader(state)
         return [pin_message(k, v) for k in self.pinned_keys if (v := read(k)) not in _EMPTY]
 
     def prepare(
         self, state: Any, config: RunnableConfig
     ) -> tuple[ContextVerdict, BaseStore | None]:
-        read = _reader(state)
+        read = state_reader(state)
         messages = read(self.messages_key) or []
         if not isinstance(messages, (list, tuple)):
             messages = list(messages)
@@ -467,13 +474,6 @@ class _Plan(NamedTuple):
 
 
 _EMPTY: tuple[Any, ...] = (None, "", {}, [])
-
-
-def _reader(state: Any) -> Callable[[str], Any]:
-    """``state_value`` for one state: whether it is a dict or an object is asked once."""
-    if isinstance(state, Mapping):
-        return state.get
-    return lambda key: getattr(state, key, None)
 
 
 def _summary_failed(verdict: ContextVerdict, err: Exception) -> ContextVerdict:

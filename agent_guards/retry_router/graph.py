@@ -57,7 +57,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from functools import partial
 from typing import Annotated, Any, Literal, cast
 
@@ -69,7 +69,6 @@ from langgraph.types import RetryPolicy
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, RetryRoute, Verdict
-from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.state import GuardState, StateKeys
 from agent_guards.core.stopping import answer_pending, final_message, is_budget_refusal
 from agent_guards.core.texts import TEXTS_EN, Texts
@@ -133,17 +132,6 @@ def _decide(
     return _node.decide_on_messages(GUARD, core, state, config, policy=policy.label, key=key)
 
 
-def _decided(
-    guard: str, core: Callable[[list[Any]], GuardDecision], messages: list[Any], policy: str
-) -> GuardDecision:
-    """``core(messages)``; bad input becomes a CONTINUE decision with reason
-    ``invalid_input`` (an edge must still pick a route), as ``decide_on_messages`` does."""
-    try:
-        return core(messages)
-    except InvalidInputError as err:
-        return _node.invalid_input(guard, err, policy=policy, verdict=Verdict.CONTINUE)
-
-
 def _healthy(
     messages: list[Any], policy: RetryRouterPolicy, loop_policy: LoopPolicy | None
 ) -> bool:
@@ -202,14 +190,16 @@ def create_retry_router(
             for made in made_once:  # attached to the trace as the cores' own would be
                 _node.stamp(made, config)
             return "continue"
-        decision = _node.stamp(_decided(GUARD, route_core, messages, policy.label), config)
+        decision = _node.stamp(
+            _node.decide_messages(GUARD, route_core, messages, policy=policy.label), config
+        )
         label: str = (
             decision.data.get("route", "continue")
             if decision.reason != "invalid_input"
             else "continue"
         )
         if loop_policy is not None and label != "refuse":
-            loop = _decided("loop_check", loop_core, messages, "")
+            loop = _node.decide_messages("loop_check", loop_core, messages, policy="")
             verdict = _node.stamp(loop, config).verdict
             if verdict in (Verdict.STOP, Verdict.ESCALATE) or (
                 verdict is Verdict.NUDGE and label == "continue"
