@@ -8,11 +8,16 @@
    guard channels take. Flat means the run's length does not make each step heavier.
 3. A large tool result (10 MB; 1 MB with ``--quick``) in one step of a plan, on SQLite with
    a SqliteStore: how much the checkpoint file grows per byte of the result.
-4. Model calls until the run stops, guarded vs unguarded, for the looping scenarios.
+4. Where the guarded run's extra time goes: the CPU time each guard takes per call, on
+   the thread that runs it (a tool call's guard runs on ToolNode's worker thread), over the
+   same plan as 1.
+5. Model calls until the run stops, guarded vs unguarded, for the looping scenarios.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import gc
 import json
 import os
@@ -21,6 +26,8 @@ import sqlite3
 import statistics
 import tempfile
 import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +35,14 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph._branch import BranchSpec
+from langgraph.prebuilt import ToolNode
+from langgraph.pregel._read import ChannelRead
 from langgraph.store.sqlite import SqliteStore
 
-from agent_guards import Budget, guard_serializer
+from agent_guards import Budget, ToolCallGuard, guard_serializer
+from agent_guards.context_guard.graph import ContextGuardNode
+from agent_guards.graph import GuardLambda
 from agent_guards.graphs.plan_execute import Policies, build_graph
 from agent_guards.graphs.scenarios import SCENARIOS, RoleScript, run_baseline, run_scenario
 from agent_guards.testing import tool_call_message
@@ -186,6 +198,94 @@ def _paired(samples: dict[bool, list[float]]) -> float:
     return statistics.median(a / b for a, b in zip(samples[True], samples[False], strict=True))
 
 
+# What each guard's CPU time is read from: (class, method) -> label. Methods run nested
+# (the tool runs inside the guard's __call__, the state read inside the edge's _route), so
+# a label is the time inside it, and the rows subtract what they say they exclude.
+_PIECES = {
+    (ContextGuardNode, "run"): "context",
+    (ToolCallGuard, "__call__"): "tool guard",
+    (ToolNode, "_execute_tool_sync"): "tool",
+    (ToolCallGuard, "_claim"): "ledger",
+    (ToolCallGuard, "_ledger_finish"): "ledger",
+    (BranchSpec, "_route"): "edge",
+    (ChannelRead, "do_read"): "edge read",
+}
+
+
+@contextlib.contextmanager
+def _cpu_by_piece() -> Iterator[tuple[dict[str, float], Counter[str]]]:
+    """Thread CPU seconds and calls per label of ``_PIECES`` (and per ``GuardLambda`` node
+    name) while the block runs; the methods are restored after. Graphs must be built inside
+    the block: LangGraph binds an edge's ``_route`` when it compiles."""
+    seconds: dict[str, float] = defaultdict(float)
+    calls: Counter[str] = Counter()
+
+    def timed(original: Any, label: Any) -> Any:
+        @functools.wraps(original)  # LangGraph reads the signature (config, reader, ...)
+        def method(*args: Any, **kwargs: Any) -> Any:
+            name = label(args[0]) if callable(label) else label
+            start = time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                seconds[name] += time.thread_time() - start
+                calls[name] += 1
+
+        return method
+
+    pieces: dict[tuple[type, str], Any] = {**_PIECES, (GuardLambda, "invoke"): lambda n: n.name}
+    saved = {key: key[0].__dict__[key[1]] for key in pieces}
+    try:
+        for (owner, attr), label in pieces.items():
+            setattr(owner, attr, timed(saved[owner, attr], label))
+        yield seconds, calls
+    finally:
+        for (owner, attr), original in saved.items():
+            setattr(owner, attr, original)
+
+
+def guard_costs(quick: bool) -> list[dict[str, Any]]:
+    """The CPU time per call of each guard in the guarded run of ``guard_overhead``."""
+    plan_steps, runs = (6, 1) if quick else (22, 5)
+    _run(True, plan_steps, InMemorySaver(), thread="warm-costs")
+    with _cpu_by_piece() as (seconds, calls):
+        for r in range(runs):
+            _run(True, plan_steps, InMemorySaver(), thread=f"costs-{r}")
+    per = defaultdict(float, {k: seconds[k] / max(calls[k], 1) * 1e6 for k in seconds})
+    guard = (seconds["tool guard"] - seconds["tool"]) / max(calls["tool guard"], 1) * 1e6
+    each = f"CPU time on the thread that runs it, mean of {runs} runs of {plan_steps} plan steps"
+    return [
+        {
+            "name": "context_guard per model call (inside the agent node)",
+            "value": round(per["context"], 1),
+            "unit": "us",
+            "note": f"{calls['context'] // runs} calls per run; {each}",
+        },
+        {
+            "name": "ToolCallGuard per tool call, the tool's own run excluded",
+            "value": round(guard, 1),
+            "unit": "us",
+            "note": f"of which the run ledger (kept in state here: no store) "
+            f"{seconds['ledger'] / max(calls['tool guard'], 1) * 1e6:.0f} us; the tool itself "
+            f"{per['tool']:.0f} us; on ToolNode's worker thread",
+        },
+        {
+            "name": "retry_router + loop_check edge per tool turn",
+            "value": round(per["edge"], 1),
+            "unit": "us",
+            "note": f"of which LangGraph's read of the state with the turn's writes (a copy of "
+            f"every channel) {per['edge read']:.0f} us; the route itself "
+            f"{per['retry_router']:.0f} us",
+        },
+        {
+            "name": "planner_gate per plan step",
+            "value": round(per["planner_gate"], 1),
+            "unit": "us",
+            "note": f"{calls['planner_gate'] // runs} gate runs per run; {each}",
+        },
+    ]
+
+
 def _bytes_per_step(db: Path, thread: str) -> dict[int, int]:
     """Bytes SqliteSaver wrote for each super-step: the checkpoint row plus its writes."""
     conn = sqlite3.connect(str(db))
@@ -306,6 +406,7 @@ def looping_scenarios(quick: bool) -> list[dict[str, Any]]:
 def run(quick: bool = False) -> list[dict[str, Any]]:
     return [
         *guard_overhead(quick),
+        *guard_costs(quick),
         *checkpoint_growth(quick),
         *large_result(quick),
         *looping_scenarios(quick),

@@ -64,3 +64,20 @@ def test_token_rows_come_from_a_real_tokenizer_or_say_why_not() -> None:
 )
 def test_targets_read_as_written(value: float, target: str, met: bool | None) -> None:
     assert meets(value, target) is met
+
+
+def test_guard_costs_come_from_the_guarded_run_and_leave_the_guards_as_they_were() -> None:
+    from agent_guards import ToolCallGuard
+    from agent_guards.context_guard.graph import ContextGuardNode
+    from benchmarks.bench_graph import guard_costs
+
+    before = (ContextGuardNode.run, ToolCallGuard.__call__)
+    rows = {r["name"]: r for r in guard_costs(quick=True)}
+    assert (ContextGuardNode.run, ToolCallGuard.__call__) == before
+    assert all(r["value"] > 0 for r in rows.values())
+    # the quick plan has 6 steps: two model calls per step (the call, then "done"), one
+    # gate per step plus the one that accepts the plan
+    assert rows["context_guard per model call (inside the agent node)"]["note"].startswith("12 ")
+    assert rows["planner_gate per plan step"]["note"].startswith("7 gate runs")
+    edge = rows["retry_router + loop_check edge per tool turn"]
+    assert "copy of every channel" in edge["note"]
