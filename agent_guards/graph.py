@@ -11,6 +11,7 @@ An adapter does three things around a pure core, and they are the same for every
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import sys
@@ -19,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.messages import ToolMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.tracers.context import _tracing_v2_is_enabled
 from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
@@ -489,7 +490,10 @@ def require_free_source(builder: Any, helper: str, source: str, own: str | None 
             f"{helper}: {source!r} already has an edge to {', '.join(map(repr, taken))}; remove "
             f"builder.add_edge({source!r}, {taken[0]!r}): {helper} routes from {source!r} itself"
         )
-    branches = sorted(set((getattr(builder, "branches", {}) or {}).get(source, {})) - {own})
+    out = set((getattr(builder, "branches", {}) or {}).get(source, {}))
+    if routed_by := builder.__dict__.get(_ROUTED, {}).get(source):  # routes its own turns
+        out.add(routed_by)
+    branches = sorted(out - {own})
     if not branches:
         return
     guards = {helper.removeprefix("add_"), *branches}  # the edges are named after the guards
@@ -508,6 +512,12 @@ def require_free_source(builder: Any, helper: str, source: str, own: str | None 
         f"{helper}: {source!r} already has the conditional edge "
         f"{', '.join(map(repr, branches))}; {fix}"
     )
+
+
+def routes_in_node(builder: Any, source: str, guard: str) -> None:
+    """Record that ``source`` ends its turns with ``guard``'s route (``Command(goto=...)``)
+    in this graph: to the checks above it is that guard's edge out of ``source``."""
+    builder.__dict__.setdefault(_ROUTED, {})[source] = guard
 
 
 def recheck_at_compile(builder: Any, helper: str, source: str, own: str) -> None:
@@ -537,6 +547,7 @@ class _Recheck:
 
 
 _RECHECKS = "_agent_guards_rechecks"
+_ROUTED = "_agent_guards_routed"
 
 
 def guarded_tool_node(
@@ -667,3 +678,88 @@ def _guard_of(wrapper: Any) -> Any:
         if isinstance(candidate, ToolCallGuard):
             return candidate
     return None
+
+
+def node_writes(output: Any) -> list[tuple[str, Any]]:
+    """The channel writes a node's ``output`` makes, in the order LangGraph applies them: a
+    dict's items, each ``Command``'s update (one sent to the parent graph is not this
+    graph's), each item of a list of them."""
+    if isinstance(output, dict):
+        return list(output.items())
+    if isinstance(output, Command):
+        return [] if output.graph == Command.PARENT else list(output._update_as_tuples())
+    if isinstance(output, (list, tuple)):
+        return [w for item in output for w in node_writes(item)]
+    return []
+
+
+def with_goto(output: Any, goto: str) -> Any:
+    """``output`` with ``Command(goto=goto)``: a dict becomes the command's update, a list
+    (what ``ToolNode`` returns when a tool answered with a command) gets one more."""
+    if isinstance(output, dict):
+        return Command(update=output, goto=goto)
+    items: Sequence[Any] = output if isinstance(output, (list, tuple)) else [output]
+    return [*items, Command(goto=goto)]
+
+
+def route_in_node(
+    builder: Any, helper: str, source: str, route: Runnable[Any, Any], path_map: dict[str, str]
+) -> None:
+    """Make ``source``, the tools node ``ToolCallGuard.tool_node`` builds
+    (:class:`~agent_guards.tool_guard.node.GuardedToolNode`), end each turn with
+    ``Command(goto=path_map[label])``, ``label`` being what ``route`` (a guard's
+    conditional edge) answers on the state the edge would read: the node's input channels,
+    each one the node writes updated by that channel's reducer. The same branch channels
+    are written, so the same nodes run next.
+
+    Why: a conditional edge reads the state with its node's writes applied, and LangGraph
+    builds that state by copying every channel of the graph (65 on the reference graph, on
+    each tool turn); the tools node has the state it ran on and the writes it returns.
+    The price: no edge leaves the node, so ``update_state(values, as_node=source)`` routes
+    nowhere (pass ``Command(goto=..., update=values)``), as for any node that routes with
+    ``Command``."""
+    spec = builder.nodes[source]
+    node = spec.runnable
+    if not callable(getattr(node, "route_with", None)):
+        raise ValueError(
+            f"{helper}(route_in_node=True): {source!r} is not the tools node ToolCallGuard "
+            f"builds; add it as ToolCallGuard(...).tool_node(tools), or leave route_in_node "
+            f"off (the route is then a conditional edge)"
+        )
+    schema = builder.schemas[spec.input_schema]
+    channels = {key: builder.channels[key] for key in schema if key in builder.channels}
+
+    def then(state: Any, output: Any, config: RunnableConfig) -> Any:
+        label = route.invoke(_written(channels, state, output), config)
+        return with_goto(output, path_map[label])
+
+    async def athen(state: Any, output: Any, config: RunnableConfig) -> Any:
+        label = await route.ainvoke(_written(channels, state, output), config)
+        return with_goto(output, path_map[label])
+
+    node.route_with(route, then, athen)
+    routes_in_node(builder, source, str(route.name))
+    labels: dict[str, list[str]] = {}
+    for label, target in path_map.items():
+        labels.setdefault(target, []).append(label)
+    # what get_graph() and Studio draw: the routes out of the node, labelled
+    ends = {target: "/".join(names) for target, names in labels.items()}
+    builder.nodes[source] = dataclasses.replace(spec, ends=ends)
+
+
+def _written(channels: Mapping[str, Any], state: Any, output: Any) -> dict[str, Any]:
+    """``state`` (its ``channels``) with the node's ``output`` written: what a conditional
+    edge after the node reads, built from the channels the node writes only."""
+    read = state_reader(state)
+    view = {key: value for key in channels if (value := read(key)) is not None}
+    writes: dict[str, list[Any]] = {}
+    for key, value in node_writes(output):
+        if key in channels:
+            writes.setdefault(key, []).append(value)
+    for key, values in writes.items():
+        spec = channels[key]
+        channel = spec.from_checkpoint(copy.copy(view[key])) if key in view else spec.copy()
+        channel.update(values)
+        if channel.is_available():
+            view[key] = channel.get()
+    return view

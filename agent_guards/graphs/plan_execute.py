@@ -339,6 +339,9 @@ def _add_tools(
         loop_policy=pol.loop,
         messages_key="step_messages",
         end="record_step",
+        # the tools node decides its route (Command), as every node of this graph does:
+        # a conditional edge would copy the graph's 65 channels on each tool turn
+        route_in_node=True,
     )
 
 

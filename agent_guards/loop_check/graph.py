@@ -338,11 +338,14 @@ def add_loop_check(
     messages_key: str = "messages",
     end: str = END,
     keys: StateKeys | None = None,
+    route_in_node: bool = False,
 ) -> dict[str, str]:
     """Wire loop_check after ``source`` (usually the tools node) and return the path map.
 
     Adds the nodes ``loop_nudge`` (then ``continue_to``), ``loop_stop`` (then ``end``) and,
-    with ``on_stop="escalate"``, ``loop_escalate``; and the conditional edge from ``source``.
+    with ``on_stop="escalate"``, ``loop_escalate``; and the conditional edge from ``source``
+    (with ``route_in_node=True``, the route decided inside the tools node, as
+    :func:`~agent_guards.retry_router.add_retry_router` says).
     ``keys`` names the guard channels when your state uses ``guard_log`` or ``usage`` for
     something else (:class:`~agent_guards.core.StateKeys`).
 
@@ -383,10 +386,11 @@ def add_loop_check(
         end=end,
         keys=keys,
     )
-    paths = cast("dict[Hashable, str]", path_map)
-    builder.add_conditional_edges(
-        source, create_loop_check(policy=policy, messages_key=messages_key, keys=keys), paths
-    )
+    edge = create_loop_check(policy=policy, messages_key=messages_key, keys=keys)
+    if route_in_node:
+        _node.route_in_node(builder, "add_loop_check", source, edge, path_map)
+    else:
+        builder.add_conditional_edges(source, edge, cast("dict[Hashable, str]", path_map))
     return path_map
 
 

@@ -21,7 +21,7 @@ Pure cores (no LangGraph): :func:`classify_failure`, :func:`describe_failure`,
 :func:`route_failures`. Adapters: :class:`ToolCallGuard` (inside the ``ToolNode``: turns
 exceptions into classified error ToolMessages, checks the :class:`CircuitBreaker` in the
 store, serves ``retry`` by re-running only the failed calls after the backoff) and
-:func:`create_retry_router` / :func:`add_retry_router` (the conditional edge after it).
+:func:`create_retry_router` / :func:`add_retry_router` (the route after it).
 Tool authors raise typed errors (:class:`TransientToolError`, :class:`InvalidArgsError`,
 ...) or return a :func:`failure_artifact`, so nothing depends on string matching.
 
@@ -323,6 +323,7 @@ def add_retry_router(
     messages_key: str = "messages",
     end: str = END,
     keys: StateKeys | None = None,
+    route_in_node: bool = False,
 ) -> dict[str, str]:
     """Wire retry_router after ``source`` (the tools node) and return the path map.
 
@@ -332,7 +333,11 @@ def add_retry_router(
     ``fallback`` names a node, ``fallback`` go to the ``retry_finish`` node, then ``end``.
     With ``loop_policy`` the loop_check nodes are added too and share the edge. ``keys``
     names the guard channels (:class:`~agent_guards.core.StateKeys`); the tools node's
-    ToolCallGuard must have the same.
+    ToolCallGuard must have the same. ``route_in_node=True`` (the tools node must be
+    ``ToolCallGuard(...).tool_node(tools)``): no conditional edge; the node decides the
+    route and ends its turn with ``Command(goto=...)``, sparing the copy of every channel
+    LangGraph's edge makes each turn; ``update_state(values, as_node=source)`` then routes
+    nowhere (see :func:`~agent_guards.graph.route_in_node`).
 
     Example:
         >>> from agent_guards import RetryState, ToolCallGuard, add_retry_router
@@ -386,8 +391,10 @@ def add_retry_router(
     router = create_retry_router(
         policy=policy, loop_policy=loop_policy, messages_key=messages_key, keys=keys
     )
-    paths = cast("dict[Hashable, str]", path_map)
-    builder.add_conditional_edges(source, router, paths)
+    if route_in_node:
+        _node.route_in_node(builder, "add_retry_router", source, router, path_map)
+    else:
+        builder.add_conditional_edges(source, router, cast("dict[Hashable, str]", path_map))
     return path_map
 
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
-from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
 from agent_guards import graph as _node
@@ -43,6 +42,7 @@ from agent_guards.retry_router.policy import RetryRouterPolicy
 from agent_guards.tool_guard.claims import in_process
 from agent_guards.tool_guard.deadline import ToolTimeoutError, arun_within, run_within
 from agent_guards.tool_guard.ledger import CANCEL_KEY, RunLedger, Turn, grant, granted
+from agent_guards.tool_guard.node import GuardedToolNode
 from agent_guards.tool_guard.plan import (
     Plan,
     cancelled,
@@ -99,9 +99,10 @@ class ToolCallGuard:
     ... def search(q: str) -> str:
     ...     '''Search.'''
     ...     return "found " + q
+    >>> from langgraph.prebuilt import ToolNode
     >>> node = ToolCallGuard().tool_node([search])
-    >>> type(node).__name__
-    'ToolNode'
+    >>> isinstance(node, ToolNode), type(node).__name__
+    (True, 'GuardedToolNode')
     """
 
     loop: LoopPolicy | None = field(default_factory=LoopPolicy)
@@ -184,9 +185,11 @@ class ToolCallGuard:
                 f"ToolCallGuard.keys must be a StateKeys, got {type(self.keys).__name__}"
             )
 
-    def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> ToolNode:
+    def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> GuardedToolNode:
         """A ``ToolNode`` using this guard. Validation errors reach the guard as exceptions
-        (``handle_tool_errors=False`` unless given) so field errors stay structured."""
+        (``handle_tool_errors=False`` unless given) so field errors stay structured.
+        ``add_retry_router(..., route_in_node=True)`` wired after it routes from inside it
+        (``Command(goto=...)``) rather than with a conditional edge."""
         if self.retry is not None:
             kwargs.setdefault("handle_tool_errors", False)
         key = kwargs.setdefault("messages_key", self.messages_key)
@@ -195,7 +198,7 @@ class ToolCallGuard:
                 f"tool_node(messages_key={key!r}) differs from ToolCallGuard.messages_key="
                 f"{self.messages_key!r}; set it on the guard: ToolCallGuard(messages_key=...)"
             )
-        return ToolNode(tools, wrap_tool_call=self, awrap_tool_call=self.awrap, **kwargs)
+        return GuardedToolNode(tools, wrap_tool_call=self, awrap_tool_call=self.awrap, **kwargs)
 
     # execution ------------------------------------------------------------------------
 
