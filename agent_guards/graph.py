@@ -703,14 +703,20 @@ def with_goto(output: Any, goto: str) -> Any:
 
 
 def route_in_node(
-    builder: Any, helper: str, source: str, route: Runnable[Any, Any], path_map: dict[str, str]
+    builder: Any,
+    helper: str,
+    source: str,
+    route: Runnable[Any, Any],
+    path_map: dict[str, str],
+    *,
+    reads: Sequence[str],
 ) -> None:
     """Make ``source``, the tools node ``ToolCallGuard.tool_node`` builds
     (:class:`~agent_guards.tool_guard.node.GuardedToolNode`), end each turn with
     ``Command(goto=path_map[label])``, ``label`` being what ``route`` (a guard's
-    conditional edge) answers on the state the edge would read: the node's input channels,
-    each one the node writes updated by that channel's reducer. The same branch channels
-    are written, so the same nodes run next.
+    conditional edge, which reads the channels ``reads``) answers on those channels as the
+    edge would read them: each one the node writes updated by that channel's reducer. The
+    same branch channels are written, so the same nodes run next.
 
     Why: a conditional edge reads the state with its node's writes applied, and LangGraph
     builds that state by copying every channel of the graph (65 on the reference graph, on
@@ -726,8 +732,7 @@ def route_in_node(
             f"builds; add it as ToolCallGuard(...).tool_node(tools), or leave route_in_node "
             f"off (the route is then a conditional edge)"
         )
-    schema = builder.schemas[spec.input_schema]
-    channels = {key: builder.channels[key] for key in schema if key in builder.channels}
+    channels = {key: builder.channels[key] for key in reads if key in builder.channels}
 
     def then(state: Any, output: Any, config: RunnableConfig) -> Any:
         label = route.invoke(_written(channels, state, output), config)
@@ -748,8 +753,8 @@ def route_in_node(
 
 
 def _written(channels: Mapping[str, Any], state: Any, output: Any) -> dict[str, Any]:
-    """``state`` (its ``channels``) with the node's ``output`` written: what a conditional
-    edge after the node reads, built from the channels the node writes only."""
+    """``state``'s ``channels`` with the node's ``output`` written: what a conditional edge
+    after the node reads of them (each channel copied and updated only when written)."""
     read = state_reader(state)
     view = {key: value for key in channels if (value := read(key)) is not None}
     writes: dict[str, list[Any]] = {}

@@ -56,7 +56,7 @@ from langgraph.types import Command
 
 from agent_guards import graph as _node
 from agent_guards.core.decision import GuardDecision, LoopRoute, Verdict
-from agent_guards.core.state import GuardState, StateKeys
+from agent_guards.core.state import DEFAULT_KEYS, GuardState, StateKeys
 from agent_guards.core.stopping import answer_pending, budget_refused_again, final_message
 from agent_guards.core.texts import Texts
 from agent_guards.graph import state_messages
@@ -388,7 +388,9 @@ def add_loop_check(
     )
     edge = create_loop_check(policy=policy, messages_key=messages_key, keys=keys)
     if route_in_node:
-        _node.route_in_node(builder, "add_loop_check", source, edge, path_map)
+        # the route reads the messages, and the log after a cut (on_loop="truncate")
+        reads = (messages_key, (keys or DEFAULT_KEYS).log)
+        _node.route_in_node(builder, "add_loop_check", source, edge, path_map, reads=reads)
     else:
         builder.add_conditional_edges(source, edge, cast("dict[Hashable, str]", path_map))
     return path_map

@@ -392,7 +392,8 @@ def add_retry_router(
         policy=policy, loop_policy=loop_policy, messages_key=messages_key, keys=keys
     )
     if route_in_node:
-        _node.route_in_node(builder, "add_retry_router", source, router, path_map)
+        _node.route_in_node(builder, "add_retry_router", source, router, path_map,
+                            reads=(messages_key,))  # fmt: skip
     else:
         builder.add_conditional_edges(source, router, cast("dict[Hashable, str]", path_map))
     return path_map
