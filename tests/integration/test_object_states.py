@@ -66,7 +66,7 @@ def _messages(state: Any) -> list[Any]:
     return state["messages"] if isinstance(state, dict) else state.messages
 
 
-def _graph(state: Any, tool_: Any, wire: str, policy: LoopPolicy) -> Any:
+def _graph(state: Any, tool_: Any, wire: str, policy: LoopPolicy, in_node: bool) -> Any:
     args = {"employee": "kim"} if tool_.name == "salary" else {"q": "x"}
     model = ScriptedChatModel(script=[lambda _: tool_call_message(tool_.name, args)],
                               repeat_last=True)  # fmt: skip
@@ -76,30 +76,37 @@ def _graph(state: Any, tool_: Any, wire: str, policy: LoopPolicy) -> Any:
     b.add_edge(START, "model")
     b.add_conditional_edges("model", tools_condition)
     if wire == "retry":
-        add_retry_router(b, "tools", model="model", tools="tools", loop_policy=policy)
+        add_retry_router(b, "tools", model="model", tools="tools", loop_policy=policy,
+                         route_in_node=in_node)  # fmt: skip
     else:
-        add_loop_check(b, "tools", continue_to="model", policy=policy)
+        add_loop_check(b, "tools", continue_to="model", policy=policy, route_in_node=in_node)
     return b.compile()
 
 
-def _log(state: Any, tool_: Any, wire: str, policy: LoopPolicy) -> list[str]:
+def _log(state: Any, tool_: Any, wire: str, policy: LoopPolicy, in_node: bool) -> list[str]:
     runs.clear()
-    out = _graph(state, tool_, wire, policy).invoke(
+    out = _graph(state, tool_, wire, policy, in_node).invoke(
         {"messages": [HumanMessage("go")]}, {"recursion_limit": 40}
     )
     return [f"{d.verdict.value}:{d.reason}" for d in out["guard_log"]]
 
 
+# route_in_node: the route decided inside the tools node reads an object state too
+IN_NODE = pytest.mark.parametrize("in_node", [False, True], ids=["edge", "in-node"])
+
+
+@IN_NODE
 @pytest.mark.parametrize(
     "state", [RetryState, *OBJECTS], ids=["typeddict", "pydantic", "dataclass"]
 )
-def test_a_refusal_is_logged_once(state: Any) -> None:
-    assert _log(state, salary, "retry", LoopPolicy()) == ["refuse:permission"]
+def test_a_refusal_is_logged_once(state: Any, in_node: bool) -> None:
+    assert _log(state, salary, "retry", LoopPolicy(), in_node) == ["refuse:permission"]
     assert runs == ["salary"]
 
 
+@IN_NODE
 @pytest.mark.parametrize("state", [LoopState, *OBJECTS], ids=["typeddict", "pydantic", "dataclass"])
-def test_a_loop_after_its_cut_is_stopped(state: Any) -> None:
-    log = _log(state, search, "loop", LoopPolicy(on_loop="truncate"))
+def test_a_loop_after_its_cut_is_stopped(state: Any, in_node: bool) -> None:
+    log = _log(state, search, "loop", LoopPolicy(on_loop="truncate"), in_node)
     assert log[-1] == "stop:repeated_call"
     assert runs == ["search"]
