@@ -514,7 +514,7 @@ def require_free_source(builder: Any, helper: str, source: str, own: str | None 
     )
 
 
-def routes_in_node(builder: Any, source: str, guard: str) -> None:
+def _record_route_in_node(builder: Any, source: str, guard: str) -> None:
     """Record that ``source`` ends its turns with ``guard``'s route (``Command(goto=...)``)
     in this graph: to the checks above it is that guard's edge out of ``source``."""
     builder.__dict__.setdefault(_ROUTED, {})[source] = guard
@@ -743,7 +743,7 @@ def route_in_node(
         return with_goto(output, path_map[label])
 
     node.route_with(route, then, athen)
-    routes_in_node(builder, source, str(route.name))
+    _record_route_in_node(builder, source, str(route.name))
     labels: dict[str, list[str]] = {}
     for label, target in path_map.items():
         labels.setdefault(target, []).append(label)

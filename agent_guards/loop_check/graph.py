@@ -388,8 +388,9 @@ def add_loop_check(
     )
     edge = create_loop_check(policy=policy, messages_key=messages_key, keys=keys)
     if route_in_node:
-        # the route reads the messages, and the log after a cut (on_loop="truncate")
-        reads = (messages_key, (keys or DEFAULT_KEYS).log)
+        # the route reads the messages, and the log after a cut (on_loop="truncate") only
+        log = (keys or DEFAULT_KEYS).log
+        reads = (messages_key, log) if policy.on_loop == "truncate" else (messages_key,)
         _node.route_in_node(builder, "add_loop_check", source, edge, path_map, reads=reads)
     else:
         builder.add_conditional_edges(source, edge, cast("dict[Hashable, str]", path_map))
