@@ -11,7 +11,11 @@
 4. Where the guarded run's extra time goes: the CPU time each guard takes per call, on
    the thread that runs it (a tool call's guard runs on ToolNode's worker thread), over the
    same plan as 1.
-5. Model calls until the run stops, guarded vs unguarded, for the looping scenarios.
+5. The overhead of 1 counted in instructions (valgrind's cachegrind, when installed): what
+   the machine's load and speed do not move. Each variant runs in two processes, once and
+   five times after a warm-up run, every graph built before; the difference is five runs
+   less one, so start-up, imports and building are no run's cost.
+6. Model calls until the run stops, guarded vs unguarded, for the looping scenarios.
 """
 
 from __future__ import annotations
@@ -22,8 +26,11 @@ import gc
 import json
 import os
 import re
+import shutil
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -285,6 +292,79 @@ def guard_costs(quick: bool) -> list[dict[str, Any]]:
     ]
 
 
+_IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def guard_instructions(quick: bool) -> list[dict[str, Any]]:
+    """Instructions per run of ``guard_overhead``'s plan, guards on and off, and per super-step."""
+    valgrind = shutil.which("valgrind")
+    name = "guard overhead per run, instructions: guards on / off"
+    if valgrind is None:
+        return [{"name": name, "value": 0, "unit": "skip", "note": "skipped: no valgrind here"}]
+    plan_steps, many = (4, 2) if quick else (22, 5)
+    # all four at once: a count does not depend on what else the machine runs
+    counting = {
+        (guards, runs): _counting(valgrind, guards, runs, plan_steps, built=many + 1)
+        for guards in (True, False)
+        for runs in (1, many)
+    }
+    counts: dict[tuple[bool, int], int] = {}
+    supersteps: dict[bool, int] = {}
+    for (guards, runs), process in counting.items():
+        out, err = process.communicate()
+        found = _IREFS.search(err)
+        if process.returncode != 0 or found is None:
+            raise RuntimeError(f"counting instructions failed ({process.args}):\n{err[-2000:]}")
+        counts[guards, runs] = int(found.group(1).replace(",", ""))
+        supersteps[guards] = int(out.split()[-1])
+    per_run = {g: (counts[g, many] - counts[g, 1]) / (many - 1) for g in (True, False)}
+    ratio = per_run[True] / per_run[False]
+    return [
+        {
+            "name": name,
+            "value": round(ratio, 3),
+            "unit": "x",
+            "note": f"{per_run[True] / 1e6:.0f}M vs {per_run[False] / 1e6:.0f}M instructions "
+            f"per run of the {plan_steps}-step plan (valgrind cachegrind: {many} runs less 1 "
+            "run, PYTHONHASHSEED=0); the time rows above carry the targets",
+        },
+        {
+            "name": "guard overhead per super-step, instructions: guards on / off",
+            "value": round(ratio * supersteps[False] / supersteps[True], 3),
+            "unit": "x",
+            "note": f"{supersteps[True]} vs {supersteps[False]} super-steps",
+        },
+    ]
+
+
+def _counting(
+    valgrind: str, guards: bool, runs: int, plan_steps: int, *, built: int
+) -> subprocess.Popen[str]:
+    """A process that runs the plan ``runs`` times under cachegrind (see ``_count_runs``)."""
+    command = [valgrind, "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={os.devnull}",
+               sys.executable, "-m", "benchmarks.bench_graph", "--count",
+               "on" if guards else "off", str(runs), str(plan_steps), str(built)]  # fmt: skip
+    return subprocess.Popen(
+        command,
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "PYTHONHASHSEED": "0", "LANGGRAPH_STRICT_MSGPACK": "true"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _count_runs(guards: bool, runs: int, plan_steps: int, built: int) -> int:
+    """What ``_counting`` runs: ``built`` graphs built, a warm-up run on the first, then
+    ``runs`` runs; the super-steps of a run. Both processes of a variant build as many."""
+    sys.setswitchinterval(1000)  # valgrind runs one thread at a time: fewer hand-offs
+    graphs = [_graph(guards, plan_steps, InMemorySaver()) for _ in range(built)]
+    steps = _stream(graphs[0], "warm")
+    for i, graph in enumerate(graphs[1 : runs + 1]):
+        steps = _stream(graph, f"count-{i}")
+    return steps
+
+
 def _bytes_per_step(db: Path, thread: str) -> dict[int, int]:
     """Bytes SqliteSaver wrote for each super-step: the checkpoint row plus its writes."""
     conn = sqlite3.connect(str(db))
@@ -406,6 +486,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     return [
         *guard_overhead(quick),
         *guard_costs(quick),
+        *guard_instructions(quick),
         *checkpoint_growth(quick),
         *large_result(quick),
         *looping_scenarios(quick),
@@ -413,5 +494,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    for row in run():
-        print(row)
+    if sys.argv[1:2] == ["--count"]:  # a child of guard_instructions
+        on, runs, plan_steps, built = sys.argv[2] == "on", *map(int, sys.argv[3:6])
+        print(_count_runs(on, runs, plan_steps, built))
+    else:
+        for row in run():
+            print(row)

@@ -68,8 +68,20 @@ HEADLINES = (
     (
         "guard overhead per super-step (on / off)",
         "graph",
-        "guard overhead per super-step",
+        "guard overhead per super-step:",
         "<= 1.05",
+    ),
+    (
+        "guard overhead per run, instructions (on / off)",
+        "graph",
+        "guard overhead per run, instructions",
+        "",
+    ),
+    (
+        "guard overhead per super-step, instructions (on / off)",
+        "graph",
+        "guard overhead per super-step, instructions",
+        "",
     ),
     ("detect_loop, 10k / 100 messages", "loops", "detect_loop cost 10k / 100", "<= 1.50"),
     (

@@ -4,11 +4,15 @@ No timing is asserted: only that the figures are computed from real runs."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
 from benchmarks.run import (
     README_END,
@@ -21,9 +25,15 @@ from benchmarks.run import (
 )
 
 
+@functools.cache
+def _quick_rows(module: str) -> list[dict[str, Any]]:
+    """One quick run of a benchmark module's rows, shared by the tests that read them."""
+    return run_all(quick=True, only=[module.removeprefix("bench_")])
+
+
 @pytest.mark.parametrize("module", discover())
 def test_benchmark_runs_quick(module: str) -> None:
-    rows = run_all(quick=True, only=[module.removeprefix("bench_")])
+    rows = _quick_rows(module)
     assert rows, f"{module} returned no rows"
     for row in rows:
         assert set(row) >= {"topic", "name", "value", "unit"}
@@ -81,3 +91,22 @@ def test_guard_costs_come_from_the_guarded_run_and_leave_the_guards_as_they_were
     assert rows["planner_gate per plan step"]["note"].startswith("7 gate runs")
     route = rows["retry_router + loop_check route per tool turn (in the tools node)"]
     assert "the route itself" in route["note"] and route["value"] > 0
+
+
+def test_instruction_counts_are_of_the_plan_the_time_rows_run() -> None:
+    from benchmarks.bench_graph import _run
+
+    rows = {r["name"]: r for r in _quick_rows("bench_graph")}
+    per_run = rows["guard overhead per run, instructions: guards on / off"]
+    if per_run["unit"] == "skip":
+        assert "no valgrind" in per_run["note"]
+        return
+    counted = re.match(r"(\d+)M vs (\d+)M instructions per run of the 4-step plan", per_run["note"])
+    assert counted, per_run["note"]
+    on, off = int(counted[1]), int(counted[2])
+    assert per_run["value"] == pytest.approx(on / off, abs=0.01)
+    # the super-steps counted under valgrind are those of the same plan run here
+    steps = (_run(True, 4, InMemorySaver()), _run(False, 4, InMemorySaver()))
+    per_step = rows["guard overhead per super-step, instructions: guards on / off"]
+    assert per_step["note"] == f"{steps[0]} vs {steps[1]} super-steps"
+    assert per_step["value"] == pytest.approx(per_run["value"] * steps[1] / steps[0], abs=0.002)
