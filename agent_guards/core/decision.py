@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from dataclasses import fields as dataclass_fields
 from enum import StrEnum
 from typing import Any, Literal
 
 __all__ = [
+    "Checkpointed",
     "ContextRoute",
     "EvidenceRoute",
     "GuardDecision",
@@ -101,8 +103,42 @@ def _checked_ids(values: Any) -> bool:
     return type(values) is tuple and all(type(v) is str for v in values)
 
 
+class Checkpointed:
+    """Base of the frozen dataclasses graph state keeps on every step (decisions, plan
+    versions and their steps, evidence): ``_asdict`` gives their fields, as a
+    ``namedtuple`` does.
+
+    LangGraph's checkpoint encoder takes an object with ``_asdict`` down its named-tuple
+    path, ahead of its dataclass path, which first asks a runtime ``Protocol``
+    (``isinstance(obj, SendProtocol)``) and so costs several times as much per object.
+    Both write the same bytes (the module, the name and the fields in field order), read
+    back with ``cls(**fields)``; what is not a field (a cached property, a parsed memo) is
+    left out of both.
+
+    Example:
+        >>> GuardDecision(guard="g", verdict="stop", reason="r")._asdict()["verdict"]
+        <Verdict.STOP: 'stop'>
+    """
+
+    __slots__ = ()
+
+    def _asdict(self) -> dict[str, Any]:
+        values = self.__dict__
+        return {name: values[name] for name in _field_names(type(self))}
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # a record class's fields, read once
+
+
+def _field_names(cls: Any) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclass_fields(cls))
+    return names
+
+
 @dataclass(frozen=True)
-class GuardDecision:
+class GuardDecision(Checkpointed):
     """One decision a guard made: the unit that traces, evals and diffs compare.
 
     Ids are tuples (lists are accepted and converted). ``step`` and ``at`` record where and
@@ -171,16 +207,6 @@ class GuardDecision:
         for name in ("selected_ids", "conflicting_ids", "dropped_ids"):
             out[name] = list(out[name])
         return out
-
-    def _asdict(self) -> dict[str, Any]:
-        """The fields as they are (not copied), as a ``namedtuple`` gives them.
-
-        For checkpoints: LangGraph's encoder takes an object with ``_asdict`` down its
-        named-tuple path, ahead of its dataclass path, which first asks a runtime
-        ``Protocol`` (``isinstance(obj, SendProtocol)``) and so costs four times as much
-        per decision. Both write the same bytes (the module, the name and these fields),
-        loaded back with ``GuardDecision(**fields)``."""
-        return dict(self.__dict__)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GuardDecision:

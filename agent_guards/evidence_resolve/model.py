@@ -18,7 +18,7 @@ from dataclasses import KW_ONLY, asdict, dataclass, field
 from datetime import date, datetime
 from typing import Any, ClassVar
 
-from agent_guards.core.decision import GuardDecision, Verdict
+from agent_guards.core.decision import Checkpointed, GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import (
     MAX_INT_BITS,
@@ -60,7 +60,7 @@ def _span(value: Any) -> Span | None:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class Evidence(Checkpointed):
     """One claim taken from a document, a tool result or a memory, with its provenance.
 
     Only ``id``, ``claim_key`` and ``value`` are required. Construction validates every

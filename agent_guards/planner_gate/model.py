@@ -27,6 +27,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
+from agent_guards.core.decision import Checkpointed
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.fields import from_mapping, named, shown
 from agent_guards.core.signatures import canonical_args
@@ -124,7 +125,7 @@ class PlanStatus(StrEnum):
 
 
 @dataclass(frozen=True)
-class PlanStep:
+class PlanStep(Checkpointed):
     """One step of a plan, with what the executor needs to run it safely.
 
     Besides the tool and its arguments: dependencies, risk, a time limit, a fallback, a
@@ -227,7 +228,7 @@ def _step_at(data: Any, position: int, version: str) -> PlanStep:
 
 
 @dataclass(frozen=True)
-class PlanVersion:
+class PlanVersion(Checkpointed):
     """One version of the plan. All versions stay in state: the history is the audit trail.
 
     Attributes:

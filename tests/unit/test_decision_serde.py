@@ -1,5 +1,6 @@
-"""A GuardDecision in a checkpoint: encoded down LangGraph's named-tuple path (the cheap
-one), to the very bytes its dataclass path writes, and read back as the same decision."""
+"""The records state keeps on every step (a GuardDecision, a PlanVersion and its steps, an
+Evidence) in a checkpoint: encoded down LangGraph's named-tuple path (the cheap one), to
+the very bytes its dataclass path writes, and read back as the same record."""
 
 from __future__ import annotations
 
@@ -45,14 +46,38 @@ def test_a_decision_checkpointed_by_a_plain_saver_loads_as_the_same_decision() -
     assert back.data == {"window": [1, 2], "nested": {"verdict": Verdict.STOP}}
 
 
+def _plan() -> Any:
+    from agent_guards.planner_gate import PlanVersion
+
+    plan = PlanVersion(3, [{"id": "a", "tool": "search", "args": {"q": "rates"}, "risk": "high"},
+                           {"id": "b", "depends_on": ["a"], "status": "done"}],
+                       trigger="execution_feedback", reason="a failed", parent=2)  # fmt: skip
+    assert plan.steps[0].args_key  # a cached property: in the step's __dict__, not a field
+    return plan
+
+
+def _evidence() -> Any:
+    from agent_guards.evidence_resolve import Evidence
+
+    item = Evidence.from_dict({"id": "d1", "claim_key": "rate", "value": "4.2%",
+                               "effective_at": "2026-01", "source_type": "official"})  # fmt: skip
+    assert "_span" in vars(item)  # parsed once and kept: not a field
+    return item
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: DECISION, _plan, _evidence], ids=["decision", "plan", "evidence"]
+)
 def test_the_named_tuple_path_writes_the_bytes_the_dataclass_path_writes(
-    monkeypatch: pytest.MonkeyPatch,
+    make: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    serde = guard_serializer()
-    fast = serde.dumps_typed(DECISION)
-    monkeypatch.delattr(GuardDecision, "_asdict")  # LangGraph's dataclass path
-    assert serde.dumps_typed(DECISION) == fast
-    assert serde.loads_typed(fast) == DECISION
+    from agent_guards.core.decision import Checkpointed
+
+    record, serde = make(), guard_serializer()
+    fast = serde.dumps_typed(record)
+    monkeypatch.delattr(Checkpointed, "_asdict")  # LangGraph's dataclass path
+    assert serde.dumps_typed(record) == fast
+    assert serde.loads_typed(fast) == record
 
 
 class _Tag(str):
