@@ -1,4 +1,6 @@
-"""The decision record every guard writes, and the verdicts it may carry.
+"""The decision record every guard writes, the verdicts it may carry, and ``Checkpointed``,
+the base that lets the records state keeps on every step take the checkpoint encoder's
+cheap path.
 
 Example:
     >>> d = GuardDecision(guard="loop_check", verdict=Verdict.STOP, reason="repeated_call")
