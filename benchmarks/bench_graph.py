@@ -9,8 +9,9 @@
 3. A large tool result (10 MB; 1 MB with ``--quick``) in one step of a plan, on SQLite with
    a SqliteStore: how much the checkpoint file grows per byte of the result.
 4. Where the guarded run's extra time goes: the CPU time each guard takes per call, on
-   the thread that runs it (a tool call's guard runs on ToolNode's worker thread), over the
-   same plan as 1.
+   the thread that runs it, over the same plan as 1. And what the guarded tools node saves
+   apart from its guard: it runs a turn of one call on its own thread, where ToolNode
+   starts a thread pool every turn (the same no-op call through each, no guard).
 5. The overhead of 1 counted in instructions (valgrind's cachegrind, when installed): what
    the machine's load and speed do not move. Each variant runs in two processes, once and
    five times after a warm-up run, every graph built before; the difference is five runs
@@ -42,6 +43,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.store.sqlite import SqliteStore
 
@@ -52,6 +54,7 @@ from agent_guards.graphs.plan_execute import Policies, build_graph
 from agent_guards.graphs.scenarios import SCENARIOS, RoleScript, run_baseline, run_scenario
 from agent_guards.testing import tool_call_message
 from agent_guards.tool_guard.node import GuardedToolNode
+from benchmarks.bench_ledger import _compare, _runner
 
 GUARD_CHANNELS = (
     "guard_log",
@@ -214,7 +217,8 @@ _PIECES = {
     (ToolCallGuard, "_claim"): "ledger",
     (ToolCallGuard, "_ledger_finish"): "ledger",
     (GuardedToolNode, "_func"): "tools node",
-    (ToolNode, "_func"): "tool calls",
+    (GuardedToolNode, "_lone"): "tool calls",  # a turn of one call (None for any other)
+    (ToolNode, "_func"): "tool calls",  # any other turn, after _lone
 }
 
 
@@ -273,11 +277,14 @@ def guard_costs(quick: bool) -> list[dict[str, Any]]:
             "unit": "us",
             "note": f"of which the run ledger (kept in state here: no store) "
             f"{seconds['ledger'] / max(calls['tool guard'], 1) * 1e6:.0f} us; the tool itself "
-            f"{per['tool']:.0f} us; on ToolNode's worker thread",
+            f"{per['tool']:.0f} us; on the tools node's thread (a turn of one call)",
         },
         {
             "name": "retry_router + loop_check route per tool turn (in the tools node)",
-            "value": round(per["tools node"] - per["tool calls"], 1),
+            "value": round(
+                (seconds["tools node"] - seconds["tool calls"]) / max(calls["tools node"], 1) * 1e6,
+                1,
+            ),
             "unit": "us",
             "note": f"the route itself {per['retry_router']:.0f} us, on the state with the "
             "turn's writes applied to the channels it writes (a conditional edge would read a "
@@ -289,6 +296,33 @@ def guard_costs(quick: bool) -> list[dict[str, Any]]:
             "unit": "us",
             "note": f"{calls['planner_gate'] // runs} gate runs per run; {each}",
         },
+    ]
+
+
+@tool
+def _noop(i: int) -> str:
+    """Do nothing."""
+    return "ok"
+
+
+def lone_turn(quick: bool) -> list[dict[str, Any]]:
+    """A tools node's turn of one no-op call, no guard: the guarded tools node, which runs
+    the call on its own thread, against LangGraph's ToolNode, which starts a pool for it."""
+    graphs = []
+    for node in (GuardedToolNode([_noop]), ToolNode([_noop])):
+        builder = StateGraph(MessagesState)
+        builder.add_node("tools", node)
+        builder.add_edge(START, "tools")
+        graphs.append(builder.compile())
+    ratio, ours, theirs = _compare(*(_runner(g) for g in graphs), 20 if quick else 200)
+    return [
+        {
+            "name": "tools node turn of one call, guarded node / ToolNode, no guard",
+            "value": round(ratio, 2),
+            "unit": "x",
+            "note": f"{ours:.0f} us vs {theirs:.0f} us per turn: part of what the guarded run "
+            "saves against ToolNode, apart from its guards (median of 15 rounds)",
+        }
     ]
 
 
@@ -486,6 +520,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     return [
         *guard_overhead(quick),
         *guard_costs(quick),
+        *lone_turn(quick),
         *guard_instructions(quick),
         *checkpoint_growth(quick),
         *large_result(quick),

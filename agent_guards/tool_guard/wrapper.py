@@ -189,7 +189,9 @@ class ToolCallGuard:
         """A ``ToolNode`` using this guard. Validation errors reach the guard as exceptions
         (``handle_tool_errors=False`` unless given) so field errors stay structured.
         ``add_retry_router(..., route_in_node=True)`` wired after it routes from inside it
-        (``Command(goto=...)``) rather than with a conditional edge."""
+        (``Command(goto=...)``) rather than with a conditional edge. A turn of one call runs
+        on the node's own thread, not in a thread pool started for it (``ToolNode`` starts
+        one every turn); two calls or more run in the pool, side by side, as in ``ToolNode``."""
         if self.retry is not None:
             kwargs.setdefault("handle_tool_errors", False)
         key = kwargs.setdefault("messages_key", self.messages_key)
