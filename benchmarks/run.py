@@ -83,6 +83,12 @@ HEADLINES = (
         "guard overhead per super-step, instructions",
         "",
     ),
+    (
+        "tools node, a turn of one call: guarded node / ToolNode, no guard",
+        "graph",
+        "tools node turn of one call",
+        "",
+    ),
     ("detect_loop, 10k / 100 messages", "loops", "detect_loop cost 10k / 100", "<= 1.50"),
     (
         "fit_context under the threshold, 1k / 100 messages",
