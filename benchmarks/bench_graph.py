@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -54,7 +54,7 @@ from agent_guards.graphs.plan_execute import Policies, build_graph
 from agent_guards.graphs.scenarios import SCENARIOS, RoleScript, run_baseline, run_scenario
 from agent_guards.testing import tool_call_message
 from agent_guards.tool_guard.node import GuardedToolNode
-from benchmarks.bench_ledger import _compare, _runner
+from benchmarks.bench_ledger import compare, noop, one_call_runner
 
 GUARD_CHANNELS = (
     "guard_log",
@@ -299,22 +299,20 @@ def guard_costs(quick: bool) -> list[dict[str, Any]]:
     ]
 
 
-@tool
-def _noop(i: int) -> str:
-    """Do nothing."""
-    return "ok"
-
-
 def lone_turn(quick: bool) -> list[dict[str, Any]]:
     """A tools node's turn of one no-op call, no guard: the guarded tools node, which runs
     the call on its own thread, against LangGraph's ToolNode, which starts a pool for it."""
     graphs = []
-    for node in (GuardedToolNode([_noop]), ToolNode([_noop])):
+    for node in (GuardedToolNode([noop]), ToolNode([noop])):
         builder = StateGraph(MessagesState)
         builder.add_node("tools", node)
         builder.add_edge(START, "tools")
         graphs.append(builder.compile())
-    ratio, ours, theirs = _compare(*(_runner(g) for g in graphs), 20 if quick else 200)
+        call = {"name": "noop", "args": {"i": 0}, "id": "c0"}
+        answer = graphs[-1].invoke({"messages": [AIMessage("", tool_calls=[call])]})
+        if answer["messages"][-1].content != "ok":  # the tool ran, not an error path
+            raise RuntimeError(f"the no-op call failed: {answer['messages'][-1].content}")
+    ratio, ours, theirs = compare(*map(one_call_runner, graphs), 20 if quick else 200)
     return [
         {
             "name": "tools node turn of one call, guarded node / ToolNode, no guard",

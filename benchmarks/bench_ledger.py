@@ -64,7 +64,7 @@ def _graph(
     return builder.compile(store=store, checkpointer=saver)
 
 
-def _runner(
+def one_call_runner(
     graph: Any,
     loop: asyncio.AbstractEventLoop | None = None,
     thread: str | None = None,
@@ -113,13 +113,13 @@ def _ratio(
 ) -> tuple[float, float, float]:
     """Median over rounds of (with ledger / without), and the two medians. Each
     measurement keeps its ledger apart (``label``): every call is a first execution."""
-    plain = _runner(_graph(store, None, saver), loop, durability=durability)
+    plain = one_call_runner(_graph(store, None, saver), loop, durability=durability)
     ledger = RunLedger(namespace=("bench", label))
-    ledgered = _runner(_graph(store, ledger, saver), loop, durability=durability)
-    return _compare(ledgered, plain, calls)
+    ledgered = one_call_runner(_graph(store, ledger, saver), loop, durability=durability)
+    return compare(ledgered, plain, calls)
 
 
-def _compare(first: Any, second: Any, calls: int) -> tuple[float, float, float]:
+def compare(first: Any, second: Any, calls: int) -> tuple[float, float, float]:
     """After a warm-up, the median over 15 rounds of first / second, and the two medians."""
     for _ in range(_BLOCK):
         first(), second()
@@ -165,7 +165,9 @@ def _history_ratio(calls: int, long: int, short: int) -> tuple[float, float, flo
                                  effect="write", previous={})  # fmt: skip
             assert entry is not None
             ledger.finish(store, thread, f"past{i}", content="ok", ok=True, started=entry)
-    return _compare(_runner(graph, thread="long"), _runner(graph, thread="short"), calls)
+    return compare(
+        one_call_runner(graph, thread="long"), one_call_runner(graph, thread="short"), calls
+    )
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:

@@ -5,9 +5,9 @@ its own turn (:func:`agent_guards.graph.route_in_node` says why and how).
 A turn of one tool call runs that call on the node's own thread, as Pregel runs a step of
 one task: ``ToolNode`` starts a thread pool for every turn, and the guard's work on a
 thread that was just started costs more than on a running one (its statements on a SQLite
-store among it). Two calls or more still run in the pool, side by
-side; so does a lone call when an event loop runs on this thread (a sync tool may start
-one of its own with ``asyncio.run``).
+store among it). Two calls or more still run in the pool, side by side; so does a lone
+call when an event loop runs on this thread (a sync tool may start one of its own with
+``asyncio.run``).
 """
 
 from __future__ import annotations
