@@ -18,7 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import InjectedState, ToolNode
 from langgraph.prebuilt.tool_node import ToolRuntime
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, Send, interrupt
 
 from agent_guards.tool_guard.node import GuardedToolNode
 
@@ -137,6 +137,33 @@ def test_a_turn_ends_as_under_toolnode(turn: str, errors: bool) -> None:
         graph = _graph(node_type, handle_tool_errors=errors)
         results.append(_outcome(graph, _turn(*TURNS[turn]), {"configurable": {"thread_id": "t"}}))
     assert results[0] == results[1]
+
+
+def _sent(node_type: type[ToolNode]) -> Any:
+    """Each tool call of the model's turn sent to the tools node on its own (the Send API,
+    as ``create_agent`` dispatches them): every turn of the node is a lone call."""
+    builder = StateGraph(State)
+    builder.add_node("tools", node_type(TOOLS))
+
+    def each_call(state: State) -> list[Send]:
+        calls = state["messages"][-1].tool_calls
+        return [
+            Send("tools", {"__type": "tool_call_with_context", "tool_call": c, "state": state})
+            for c in calls
+        ]
+
+    builder.add_conditional_edges(START, each_call, ["tools"])
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("turn", ["two calls", "command", "injected state", "tool runtime"])
+def test_calls_sent_one_by_one_end_as_under_toolnode(turn: str) -> None:
+    results = []
+    for node_type in (ToolNode, GuardedToolNode):
+        config = {"configurable": {"thread_id": "sent"}}
+        results.append(_outcome(_sent(node_type), _turn(*TURNS[turn]), config))
+    assert results[0] == results[1]
+    assert len(results[1][0]) >= 1 and "Error" not in str(results[1])
 
 
 def test_an_interrupted_lone_call_resumes_as_under_toolnode() -> None:
