@@ -2,7 +2,9 @@
 
 1. Guard overhead: the same scripted plan (one tool call per step) on the guarded graph and
    on the same graph built with ``Policies(guards=False)``, about 200 super-steps each, on
-   an InMemorySaver; the median of the ratios of many on/off pairs run back to back.
+   an InMemorySaver; the median of the ratios of many on/off pairs run back to back. In
+   the same rounds, the guarded graph with every tool turn in ToolNode's thread pool, as
+   the unguarded graph runs them: the guards' cost without what the tools node saves.
 2. Checkpoint bytes per step on SQLite at super-step 10, 100 and 1000 of one long run:
    the serialized checkpoint (every channel, as SqliteSaver stores it) and the part the
    guard channels take. Flat means the run's length does not make each step heavier.
@@ -142,37 +144,41 @@ def _stream(graph: Any, thread: str) -> int:
 def guard_overhead(quick: bool) -> list[dict[str, Any]]:
     plan_steps = 6 if quick else 22  # ~7 super-steps per plan step, guarded or not
     pairs = 2 if quick else 21  # the median of many: one pair swings by a fifth here
-    times: dict[bool, list[float]] = {True: [], False: []}
-    cpu: dict[bool, list[float]] = {True: [], False: []}
-    supersteps: dict[bool, int] = {}
+    # "pooled": guards on, every tool turn in ToolNode's thread pool as the unguarded graph's
+    # ToolNode runs it, so the ratio to "off" is what the guards alone cost
+    variants = ("off", "on", "pooled")
+    times: dict[str, list[float]] = {v: [] for v in variants}
+    cpu: dict[str, list[float]] = {v: [] for v in variants}
+    supersteps: dict[str, int] = {}
     for guards in (False, True):  # untimed: imports and one-time setup are no run's cost
         _run(guards, plan_steps, InMemorySaver(), thread=f"warm-{guards}")
     for r in range(pairs):
         # Each run is timed alone: the graph is built before the clock starts (building is
         # not a super-step), the garbage of the run before is collected first (not this
-        # run's cost), and the order alternates (neither side always runs second).
-        for guards in (False, True) if r % 2 == 0 else (True, False):
-            graph = _graph(guards, plan_steps, InMemorySaver())
+        # run's cost), and the order alternates (no variant always runs first or last).
+        for variant in variants if r % 2 == 0 else variants[::-1]:
+            graph = _graph(variant != "off", plan_steps, InMemorySaver())
             gc.collect()
-            start, start_cpu = time.perf_counter(), time.process_time()
-            supersteps[guards] = _stream(graph, thread=f"{guards}-{r}")
-            times[guards].append(time.perf_counter() - start)
-            cpu[guards].append(time.process_time() - start_cpu)
+            with _pool_every_turn() if variant == "pooled" else contextlib.nullcontext():
+                start, start_cpu = time.perf_counter(), time.process_time()
+                supersteps[variant] = _stream(graph, thread=f"{variant}-{r}")
+                times[variant].append(time.perf_counter() - start)
+                cpu[variant].append(time.process_time() - start_cpu)
     # The ratio of each pair (the two runs back to back), then the median of the pairs: the
     # machine's speed drifts from second to second, and a pair sees one speed for both.
-    ratio = _paired(times)
-    cpu_ratio = _paired(cpu)
-    on, off = statistics.median(times[True]), statistics.median(times[False])
+    ratio = _paired(times["on"], times["off"])
+    cpu_ratio = _paired(cpu["on"], cpu["off"])
+    on, off = statistics.median(times["on"]), statistics.median(times["off"])
     return [
         {
-            "name": f"reference graph, guards on ({supersteps[True]} super-steps)",
+            "name": f"reference graph, guards on ({supersteps['on']} super-steps)",
             "value": round(on * 1e3, 1),
             "unit": "ms",
             "note": f"{plan_steps} plan steps, InMemorySaver, median of {pairs} (graph built "
             "before timing)",
         },
         {
-            "name": f"reference graph, guards off ({supersteps[False]} super-steps)",
+            "name": f"reference graph, guards off ({supersteps['off']} super-steps)",
             "value": round(off * 1e3, 1),
             "unit": "ms",
             "note": "Policies(guards=False), same script",
@@ -187,7 +193,7 @@ def guard_overhead(quick: bool) -> list[dict[str, Any]]:
         },
         {
             "name": "guard overhead per super-step: on / off",
-            "value": round(ratio * supersteps[False] / supersteps[True], 2),
+            "value": round(ratio * supersteps["off"] / supersteps["on"], 2),
             "unit": "x",
             "target": "<= 1.05",
             "note": "time per super-step, guarded vs unguarded (the per-run ratio times "
@@ -199,12 +205,31 @@ def guard_overhead(quick: bool) -> list[dict[str, Any]]:
             "unit": "x",
             "note": "process CPU time of the same pairs (every thread)",
         },
+        {
+            "name": "guard overhead per run, every tool turn in ToolNode's pool: on / off",
+            "value": round(_paired(times["pooled"], times["off"]), 2),
+            "unit": "x",
+            "note": "the guarded run with its tools node's lone-call path off, timed in the "
+            "same rounds: what the guards alone cost, without what the tools node saves",
+        },
     ]
 
 
-def _paired(samples: dict[bool, list[float]]) -> float:
-    """The median of on/off over the pairs (run ``i`` of each side is one pair)."""
-    return statistics.median(a / b for a, b in zip(samples[True], samples[False], strict=True))
+@contextlib.contextmanager
+def _pool_every_turn() -> Iterator[None]:
+    """The guarded tools node with every turn in ToolNode's thread pool: its lone-call path
+    answers None ("not a lone call") while the block runs."""
+    lone = GuardedToolNode.__dict__["_lone"]
+    setattr(GuardedToolNode, "_lone", lambda self, *args: None)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(GuardedToolNode, "_lone", lone)  # noqa: B010
+
+
+def _paired(first: list[float], second: list[float]) -> float:
+    """The median of first / second over the pairs (run ``i`` of each is one pair)."""
+    return statistics.median(a / b for a, b in zip(first, second, strict=True))
 
 
 # What each guard's CPU time is read from: (class, method) -> label. Methods run nested

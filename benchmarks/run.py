@@ -84,6 +84,12 @@ HEADLINES = (
         "",
     ),
     (
+        "guard overhead per run, every tool turn in ToolNode's pool (on / off)",
+        "graph",
+        "guard overhead per run, every tool turn",
+        "",
+    ),
+    (
         "tools node, a turn of one call: guarded node / ToolNode, no guard",
         "graph",
         "tools node turn of one call",
