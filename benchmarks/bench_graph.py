@@ -328,12 +328,12 @@ def lone_turn(quick: bool) -> list[dict[str, Any]]:
     """A tools node's turn of one no-op call, no guard: the guarded tools node, which runs
     the call on its own thread, against LangGraph's ToolNode, which starts a pool for it."""
     graphs = []
+    call = {"name": "noop", "args": {"i": 0}, "id": "c0"}
     for node in (GuardedToolNode([noop]), ToolNode([noop])):
         builder = StateGraph(MessagesState)
         builder.add_node("tools", node)
         builder.add_edge(START, "tools")
         graphs.append(builder.compile())
-        call = {"name": "noop", "args": {"i": 0}, "id": "c0"}
         answer = graphs[-1].invoke({"messages": [AIMessage("", tool_calls=[call])]})
         if answer["messages"][-1].content != "ok":  # the tool ran, not an error path
             raise RuntimeError(f"the no-op call failed: {answer['messages'][-1].content}")
