@@ -186,10 +186,16 @@ HEADLINES = (
         "<= 1.15",
     ),
     (
-        "budgeted tool call, thread with 5,000 / 50 executions",
+        "budgeted tool call on InMemoryStore, thread with 5,000 / 50 executions",
         "ledger",
-        "budgeted tool call, thread with",
-        "",
+        "budgeted tool call on InMemoryStore,",
+        "<= 1.50",
+    ),
+    (
+        "budgeted tool call on SqliteStore (WAL), thread with 5,000 / 50 executions",
+        "ledger",
+        "budgeted tool call on SqliteStore,",
+        "<= 1.50",
     ),
     (
         "retry storm, 50 callers on one 429 tool: peak retries/s, budget / cap",

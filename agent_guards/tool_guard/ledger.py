@@ -40,7 +40,7 @@ from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
 from agent_guards.core.signatures import content_text, is_guard_message
 from agent_guards.graph import ask_human, state_value
-from agent_guards.tool_guard.claims import aclaim, aoverwrite, claim, count, items, overwrite
+from agent_guards.tool_guard.claims import aclaim, aoverwrite, claim, count, items, overwrite, size
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -345,11 +345,22 @@ class RunLedger:
         ]
         return sorted(found, key=lambda e: -float(e.get("started_at", 0)))
 
-    def executions(self, store: BaseStore, thread_id: str) -> int:
+    def executions(self, store: BaseStore, thread_id: str, *, under: int | None = None) -> int:
         """Every execution recorded for the thread, whatever checkpoint or worker ran it
         (one item per execution; a start that never happened is not counted). One
-        ``COUNT`` on SQLite and PostgreSQL stores, read before every budgeted call."""
-        return count(store, self._ns(thread_id), status_not="not_run")
+        ``COUNT`` on SQLite and PostgreSQL stores, read before every budgeted call.
+
+        ``under``: when the thread holds fewer than ``under`` entries in all, their number
+        comes back instead, taken without reading any entry (see :func:`~.claims.size`):
+        at least the count and below ``under``, so a check of the count against a limit
+        of ``under`` or less decides the same. A budget's check then reads no entry until
+        the thread nears its limit (in-process stores: its cost does not grow with the
+        thread; SQL stores: a count of the prefix index instead of a read of every value).
+        """
+        ns = self._ns(thread_id)
+        if under is not None and (held := size(store, ns)) is not None and held < under:
+            return held
+        return count(store, ns, status_not="not_run")
 
 
 def _small_json(value: Any) -> Any:

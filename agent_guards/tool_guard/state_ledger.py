@@ -75,6 +75,10 @@ class StateLedger(BaseStore):
         kept = [value for key, value in self.entries.items() if key not in self.writes]
         return [*kept, *self.writes.values()]
 
+    def size(self) -> int:
+        """How many entries there are as this step sees them (its own writes included)."""
+        return len(self.entries) + sum(key not in self.entries for key in self.writes)
+
     # get and put as BaseStore serves them, minus the batch of one operation they would
     # build (the ledger makes three of them per tool call); a namespace that is not plainly
     # valid goes through BaseStore, whose checks name what is wrong with it

@@ -523,7 +523,8 @@ class ToolCallGuard:
         if limit is None:
             return plan
         extra, why = grant(config)
-        spent = self.ledger.executions(*where) if self.ledger and where else 0
+        # below the limit the ledger's size stands for its count: the same decisions
+        spent = self.ledger.executions(*where, under=limit) if self.ledger and where else 0
         refused = over_budget(
             request,
             plan,
@@ -654,7 +655,7 @@ class ToolCallGuard:
         if limit is None:
             return started
         limit += grant(getattr(request.runtime, "config", None))[0]
-        spent = self.ledger.executions(store, thread)
+        spent = self.ledger.executions(store, thread, under=limit + 1)
         if spent <= limit:
             return started
         self.ledger.void(store, thread, started)

@@ -110,3 +110,12 @@ def test_instruction_counts_are_of_the_plan_the_time_rows_run() -> None:
     per_step = rows["guard overhead per super-step, instructions: guards on / off"]
     assert per_step["note"] == f"{steps[0]} vs {steps[1]} super-steps"
     assert per_step["value"] == pytest.approx(per_run["value"] * steps[1] / steps[0], abs=0.002)
+
+
+def test_the_budget_check_on_a_long_thread_is_measured_on_both_stores() -> None:
+    rows = [r for r in _quick_rows("bench_ledger") if r["name"].startswith("budgeted tool call")]
+    stores = [r["name"].split(",")[0].removeprefix("budgeted tool call on ") for r in rows]
+    assert stores == ["InMemoryStore", "SqliteStore"]
+    for row in rows:
+        assert "thread with 500 / 50 executions" in row["name"] and row["target"] == "<= 1.50"
+        assert re.match(r"\d+ us vs \d+ us per call", row["note"]), row["note"]

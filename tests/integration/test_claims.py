@@ -12,7 +12,15 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 
 from agent_guards.persistence import open_persistence
-from agent_guards.tool_guard.claims import aclaim, aoverwrite, claim, count, is_atomic, overwrite
+from agent_guards.tool_guard.claims import (
+    aclaim,
+    aoverwrite,
+    claim,
+    count,
+    is_atomic,
+    overwrite,
+    size,
+)
 
 NS = ("agent_guards", "ledger", "t1")
 
@@ -84,7 +92,8 @@ async def test_claims_on_async_postgres_run_from_a_worker_thread(postgres_url: s
 
 
 def _fill(run: Any, prefix: str) -> None:
-    """Items for ``count``: two that count in ``(prefix, "t1")``, and four that do not."""
+    """Items for ``count``: two that count in ``(prefix, "t1")``, and four that do not;
+    for ``size``: three in ``(prefix, "t1")`` (the ``not_run`` one too)."""
     run(claim, ("led", prefix, "t1"), "a", {"status": "done"})  # the ledger's own insert
     run(claim, ("led", prefix, "t1"), "b", {"status": "started"})
     run(overwrite, ("led", prefix, "t1"), "c", {"status": "not_run"})  # the store's put
@@ -100,6 +109,8 @@ def test_count_reads_one_namespace_exactly(kind: str, tmp_path: Path, pg: str | 
     with sync_store(kind, tmp_path, pg) as store:
         _fill(lambda fn, *args: fn(store, *args), f"sync-{kind}")
         assert count(store, ("led", f"sync-{kind}", "t1"), status_not="not_run") == 2
+        assert size(store, ("led", f"sync-{kind}", "t1")) == 3
+        assert size(store, ("led", f"sync-{kind}", "none")) == 0
 
 
 async def test_count_on_async_stores_runs_from_a_worker_thread(tmp_path: Path) -> None:
@@ -107,6 +118,7 @@ async def test_count_on_async_stores_runs_from_a_worker_thread(tmp_path: Path) -
         ns = ("led", "async-sqlite", "t1")
         await asyncio.to_thread(_fill, lambda fn, *args: fn(store, *args), "async-sqlite")
         assert await asyncio.to_thread(count, store, ns, status_not="not_run") == 2
+        assert await asyncio.to_thread(size, store, ns) == 3
 
 
 @pytest.mark.postgres
@@ -118,6 +130,7 @@ async def test_count_on_async_postgres_runs_from_a_worker_thread(postgres_url: s
         ns = ("led", "async-postgres", "t1")
         await asyncio.to_thread(_fill, lambda fn, *args: fn(store, *args), "async-postgres")
         assert await asyncio.to_thread(count, store, ns, status_not="not_run") == 2
+        assert await asyncio.to_thread(size, store, ns) == 3
 
 
 @pytest.mark.parametrize(

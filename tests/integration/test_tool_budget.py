@@ -271,3 +271,23 @@ def test_a_model_asking_past_the_spent_budget_is_stopped_with_the_budget_as_reas
         out["guard_log"][-1].reason
         == {"loop_check": "max_tool_calls", "retry_router": "quota"}[edge]
     )
+
+
+def test_at_the_limit_an_execution_that_never_happened_frees_its_unit() -> None:
+    """Below the limit the ledger's number of entries stands for its count (no entry is
+    read); at the limit the count is exact: a thread with one execution and one start
+    that never happened (voided) has one of its two units left, and the call runs."""
+    runs: list[int] = []
+    model = ScriptedChatModel(script=[fan_out(1, start=5), "done"])
+    graph = build(model, runs, Budget(max_tool_calls=2), "store")
+    ledger = RunLedger()
+    done = ledger.start(graph.store, "t", "c0", tool="fetch", signature="fetch|c0",
+                        effect="read", previous={})  # fmt: skip
+    ledger.finish(graph.store, "t", "c0", content="item 0", ok=True, started=done)
+    never = ledger.start(graph.store, "t", "c1", tool="fetch", signature="fetch|c1",
+                         effect="read", previous={})  # fmt: skip
+    assert done is not None and never is not None
+    ledger.void(graph.store, "t", never)
+    out = graph.invoke({"messages": [HumanMessage("fetch")]}, {"configurable": {"thread_id": "t"}})
+    assert runs == [5] and ledger.executions(graph.store, "t") == 2
+    assert not [d for d in out["guard_log"] if d.guard == "budget"]

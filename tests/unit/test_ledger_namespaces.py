@@ -19,6 +19,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
 from agent_guards.tool_guard import RunLedger
+from agent_guards.tool_guard import ledger as ledger_module
 from agent_guards.tool_guard.claims import count, items
 from agent_guards.tool_guard.state_ledger import StateLedger
 
@@ -118,3 +119,26 @@ def test_a_budgeted_call_reads_an_in_process_ledger_without_searching_it(
     assert LEDGER.executions(memory, "t1") == 120
     view = StateLedger({f"c{i}#1": {"status": "done"} for i in range(120)})
     assert LEDGER.executions(view, "t1") == 120
+
+
+def test_under_a_limit_the_ledger_size_stands_for_the_count(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A budget check reads no entry while the thread is below its limit: the number of
+    entries (at least the count) stands for it, so the check does not grow with the thread;
+    at the limit the count is exact, so an execution that never happened frees its unit."""
+    _run(store, "t1", "a")
+    LEDGER.void(store, "t1", _run(store, "t1", "b"))  # never happened: not counted
+    _run(store, "t10", "c")
+    assert LEDGER.executions(store, "t1", under=2) == 1  # two entries, not under 2: counted
+    monkeypatch.setattr(ledger_module, "count", _no_count)
+    assert LEDGER.executions(store, "t1", under=3) == 2  # under 3: their number, none read
+    assert LEDGER.executions(store, "nobody", under=1) == 0
+    view = StateLedger({"a#1": {"status": "done"}, "b#1": {"status": "not_run"}})
+    view.put(("ledger", "t1"), "b#1", {"status": "not_run"})  # a write over an entry
+    view.put(("ledger", "t1"), "c#1", {"status": "started"})  # and a new one
+    assert LEDGER.executions(view, "t1", under=4) == 3
+
+
+def _no_count(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("the ledger read its entries' statuses below the limit")
