@@ -313,17 +313,10 @@ def count(store: BaseStore, namespace: tuple[str, ...], *, status_not: str) -> i
         >>> count(store, ("t1",), status_not="void")
         1
     """
-    kind, prefix = _kind(store), ".".join(namespace)
-    if akind := _async_kind(store):
-        return _on_loop(store, _acount(store, akind, prefix, status_not))
-    if kind == "sqlite":  # a read: no transaction; the cursor holds the store's lock
-        with store._cursor(transaction=False) as cursor:  # type: ignore[attr-defined]
-            cursor.execute(_SQLITE_COUNT, (prefix, status_not))
-            return _count_of(cursor.fetchone())
-    if kind == "postgres":  # the store's lock, as for a claim
-        with store.lock, store._cursor() as cursor:  # type: ignore[attr-defined]
-            cursor.execute(_POSTGRES_COUNT, (prefix, status_not))
-            return _count_of(cursor.fetchone())
+    params = (".".join(namespace), status_not)
+    counted = _sql_count(store, _SQLITE_COUNT, _POSTGRES_COUNT, params)
+    if counted is not None:
+        return counted
     statuses = _held_statuses(store, namespace)
     if statuses is None:
         statuses = [item.value.get("status") for item in items(store, namespace)]
@@ -344,23 +337,32 @@ def size(store: BaseStore, namespace: tuple[str, ...]) -> int | None:
         >>> size(store, ("t1",)), count(store, ("t1",), status_not="void"), size(store, ("t2",))
         (2, 1, 0)
     """
-    kind, prefix = _kind(store), ".".join(namespace)
-    if akind := _async_kind(store):
-        sql = _SQLITE_SIZE if akind == "sqlite" else _POSTGRES_SIZE
-        return _on_loop(store, _aselect_count(store, akind, sql, (prefix,)))
-    if kind == "sqlite":  # a read: no transaction; the cursor holds the store's lock
-        with store._cursor(transaction=False) as cursor:  # type: ignore[attr-defined]
-            cursor.execute(_SQLITE_SIZE, (prefix,))
-            return _count_of(cursor.fetchone())
-    if kind == "postgres":  # the store's lock, as for a claim
-        with store.lock, store._cursor() as cursor:  # type: ignore[attr-defined]
-            cursor.execute(_POSTGRES_SIZE, (prefix,))
-            return _count_of(cursor.fetchone())
+    counted = _sql_count(store, _SQLITE_SIZE, _POSTGRES_SIZE, (".".join(namespace),))
+    if counted is not None:
+        return counted
     held = (type(store).__module__, type(store).__name__)
     if held == _MEMORY:
         return len(store._data.get(namespace) or ())  # type: ignore[attr-defined]
     if held == _STATE:
         return store.size()  # type: ignore[attr-defined,no-any-return]
+    return None
+
+
+def _sql_count(store: BaseStore, sqlite: str, postgres: str, params: tuple[str, ...]) -> int | None:
+    """A ``COUNT`` statement (``sqlite`` or ``postgres``, as the store speaks) on a SQL
+    store, sync or async; None on any other store."""
+    if akind := _async_kind(store):
+        sql = sqlite if akind == "sqlite" else postgres
+        return _on_loop(store, _aselect_count(store, akind, sql, params))
+    kind = _kind(store)
+    if kind == "sqlite":  # a read: no transaction; the cursor holds the store's lock
+        with store._cursor(transaction=False) as cursor:  # type: ignore[attr-defined]
+            cursor.execute(sqlite, params)
+            return _count_of(cursor.fetchone())
+    if kind == "postgres":  # the store's lock, as for a claim
+        with store.lock, store._cursor() as cursor:  # type: ignore[attr-defined]
+            cursor.execute(postgres, params)
+            return _count_of(cursor.fetchone())
     return None
 
 
@@ -388,11 +390,6 @@ def items(store: BaseStore, namespace: tuple[str, ...]) -> Iterator[Item]:
         if len(page) < _PAGE:
             return
         offset += _PAGE
-
-
-async def _acount(store: Any, kind: str, prefix: str, status_not: str) -> int:
-    sql = _SQLITE_COUNT if kind == "sqlite" else _POSTGRES_COUNT
-    return await _aselect_count(store, kind, sql, (prefix, status_not))
 
 
 async def _aselect_count(store: Any, kind: str, sql: str, params: tuple[str, ...]) -> int:
