@@ -35,6 +35,7 @@ __all__ = [
     "checked_items",
     "from_mapping",
     "link_cycles",
+    "namespace_label",
     "normalize_text",
     "normalize_value",
     "shown",
@@ -51,6 +52,19 @@ DateLike = datetime | date | str
 
 MAX_INT_BITS = 13_000
 """Integers past this (about 3,900 digits) are rejected: Python will not even print them."""
+
+
+def namespace_label(value: str) -> str:
+    """A store namespace label for ``value``: ``%``, ``.`` and NUL are percent-escaped, so
+    any non-empty string is a label LangGraph's stores accept, and two strings never share
+    one (a user id like ``alice@example.com``, a thread id like ``user.42``).
+
+    >>> namespace_label("a.b%c"), namespace_label("a" + chr(0) + "b")
+    ('a%2Eb%25c', 'a%00b')
+    """
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"a namespace label needs a non-empty string, got {value!r}")
+    return value.replace("%", "%25").replace(".", "%2E").replace("\x00", "%00")
 
 
 def shown(value: Any, limit: int = 80) -> str:

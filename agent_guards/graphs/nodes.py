@@ -606,7 +606,7 @@ class Nodes:
         store: Any = None
         ns: tuple[str, ...] = ()
         if where is not None and self.ledger is not None and not isinstance(where[0], StateLedger):
-            store, ns = where[0], (*self.ledger.namespace, where[1], "compensated")
+            store, ns = where[0], (*self.ledger.scope(where[1]), "compensated")
         undone: list[tuple[str, PlanStep, str]] = []
         for call_id, step in to_undo(state, self.undo, self.ledger_writes(state, config)):
             if store is not None and store.get(ns, call_id) is not None:

@@ -30,6 +30,7 @@ from typing import Any
 from langgraph.store.base import BaseStore
 
 from agent_guards.core.errors import InvalidInputError
+from agent_guards.core.fields import namespace_label
 from agent_guards.memory_resolve.model import MemoryRecord
 
 __all__ = [
@@ -44,17 +45,6 @@ __all__ = [
 ]
 
 PAGE_SIZE = 100
-
-
-def namespace_label(value: str) -> str:
-    """A store namespace label for ``value``: ``%`` and ``.`` are percent-escaped (injective).
-
-    >>> namespace_label("a.b%c")
-    'a%2Eb%25c'
-    """
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"a namespace label needs a non-empty string, got {value!r}")
-    return value.replace("%", "%25").replace(".", "%2E")
 
 
 def memory_namespace(principal: str, *, prefix: Sequence[str] = ("memories",)) -> tuple[str, ...]:

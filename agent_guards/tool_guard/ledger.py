@@ -38,6 +38,7 @@ from langchain_core.messages import HumanMessage
 
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.effects import Effect
+from agent_guards.core.fields import namespace_label
 from agent_guards.core.signatures import content_text, is_guard_message
 from agent_guards.graph import ask_human, state_value
 from agent_guards.tool_guard.claims import aclaim, aoverwrite, claim, count, items, overwrite, size
@@ -112,7 +113,8 @@ def _from_a_guard(message: HumanMessage) -> bool:
 @dataclass(frozen=True, kw_only=True)
 class RunLedger:
     """Where and how the ledger is kept. Holds configuration only; the entries live in the
-    store, under ``(*namespace, thread_id)``, one item per execution of a tool call."""
+    store, under :meth:`scope` (the namespace and the thread), one item per execution of a
+    tool call."""
 
     namespace: tuple[str, ...] = ("agent_guards", "ledger")
     """Store namespace prefix (labels cannot contain dots)."""
@@ -134,8 +136,16 @@ class RunLedger:
         if isinstance(self.wait, bool) or not isinstance(self.wait, int | float) or self.wait < 0:
             raise ValueError(f"RunLedger.wait must be seconds >= 0, got {self.wait!r}")
 
-    def _ns(self, thread_id: str) -> tuple[str, ...]:
-        return (*self.namespace, thread_id)
+    def scope(self, thread_id: str) -> tuple[str, ...]:
+        """The namespace of one thread's entries: ``namespace`` and the thread id as a store
+        label (escaped by :func:`~agent_guards.core.fields.namespace_label`: a thread id
+        like ``user.42`` or ``alice@example.com`` is no valid label as it is; ``%`` for an
+        empty id, which no escaped id can be).
+
+        >>> RunLedger().scope("user.42")
+        ('agent_guards', 'ledger', 'user%2E42')
+        """
+        return (*self.namespace, namespace_label(thread_id) if thread_id else "%")
 
     def entry(
         self,
@@ -149,7 +159,7 @@ class RunLedger:
         with ``where``, its latest execution that ``where`` accepts (a fork of an earlier
         user turn looks for the execution of that turn, not the last one)."""
         latest, n = None, 1
-        while (item := store.get(self._ns(thread_id), _key(call_id, n))) is not None:
+        while (item := store.get(self.scope(thread_id), _key(call_id, n))) is not None:
             if where is None or where(item.value):
                 latest = dict(item.value)
             n += 1
@@ -221,7 +231,7 @@ class RunLedger:
             if turn.at is not None:
                 entry["turn_at"] = turn.at
         entry, text = _with_small_json(entry, "args", None if args is None else dict(args))
-        return self._ns(thread_id), _key(call_id, int(entry["executions"])), entry, text
+        return self.scope(thread_id), _key(call_id, int(entry["executions"])), entry, text
 
     def finish(
         self,
@@ -277,13 +287,13 @@ class RunLedger:
             "content": content[:_CONTENT_CHARS],
         }
         value, text = _with_small_json(value, "artifact", artifact)
-        return self._ns(thread_id), _key(call_id, int(old["executions"])), value, text
+        return self.scope(thread_id), _key(call_id, int(old["executions"])), value, text
 
     def void(self, store: BaseStore, thread_id: str, entry: Mapping[str, Any]) -> None:
         """Record that a started execution never happened (a reconcile or a human said
         so): it is not counted, and the call's next execution is a new one."""
         key = _key(str(entry["call_id"]), int(entry["executions"]))
-        store.put(self._ns(thread_id), key, {**entry, "status": "not_run"}, index=False)
+        store.put(self.scope(thread_id), key, {**entry, "status": "not_run"}, index=False)
 
     def outcome(
         self,
@@ -340,7 +350,7 @@ class RunLedger:
         ``statuses=("done", "unknown")`` adds the writes that may have run."""
         found = [
             dict(item.value)
-            for item in items(store, self._ns(thread_id))
+            for item in items(store, self.scope(thread_id))
             if item.value.get("status") in statuses and item.value.get("effect") != "read"
         ]
         return sorted(found, key=lambda e: -float(e.get("started_at", 0)))
@@ -357,7 +367,7 @@ class RunLedger:
         the thread nears its limit (in-process stores: its cost does not grow with the
         thread; SQL stores: a count of the prefix index instead of a read of every value).
         """
-        ns = self._ns(thread_id)
+        ns = self.scope(thread_id)
         if under is not None and (held := size(store, ns)) is not None and held < under:
             return held
         return count(store, ns, status_not="not_run")

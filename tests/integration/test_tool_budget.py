@@ -75,6 +75,22 @@ async def test_two_hundred_parallel_calls_against_forty_run_forty(mode: str, led
     assert len(budget) == 160 and {d.reason for d in budget} == {"max_tool_calls"}
 
 
+@pytest.mark.parametrize("ledger", ["store", "state"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_thread_id_with_a_dot_keeps_its_budget(mode: str, ledger: str) -> None:
+    """``alice@example.com`` as a thread id: the ledger's namespace label is escaped (a store
+    refuses a ``.`` in a label), and the budget is spent as on any thread."""
+    runs: list[int] = []
+    model = ScriptedChatModel(script=[fan_out(5), "done"])
+    graph = build(model, runs, Budget(max_tool_calls=3), ledger)
+    state = {"messages": [HumanMessage("fetch everything")]}
+    config = {"configurable": {"thread_id": "alice@example.com"}}
+    out = graph.invoke(state, config) if mode == "sync" else await graph.ainvoke(state, config)
+    assert len(runs) == 3 and out["usage"] == {"tool_calls": 3}
+    refused = [m for m in out["messages"] if str(m.content).startswith("[budget] Not executed")]
+    assert len(refused) == 2
+
+
 def build_guarded(runs: list[Any], guard: ToolCallGuard) -> Any:
     @tool
     def fetch(i: int, trace_id: str = "") -> str:

@@ -142,3 +142,23 @@ def test_under_a_limit_the_ledger_size_stands_for_the_count(
 
 def _no_count(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError("the ledger read its entries' statuses below the limit")
+
+
+@pytest.mark.parametrize("thread", ["user.42", "alice@example.com", "a%2Eb", "a.b%", "a\x00b", ""])
+def test_any_thread_id_gets_a_ledger_of_its_own(store: Any, thread: str) -> None:
+    # A store label cannot hold "." or NUL nor be empty: the thread id is escaped, and no two
+    # ids share a scope ("a.b" and the literal "a%2Eb" stay apart)
+    for other in ("a.b", "a%2Eb", "user", "42"):
+        if other != thread:
+            _run(store, other, "x")
+    _run(store, thread, "a")
+    entry = LEDGER.entry(store, thread, "a")
+    assert entry is not None and entry["status"] == "done"
+    assert LEDGER.executions(store, thread) == 1
+    assert [item.key for item in items(store, LEDGER.scope(thread))] == ["a#1"]
+
+
+def test_the_scope_keeps_a_plain_thread_id_as_it_is() -> None:
+    # ledgers recorded before ids were escaped stay where they are
+    assert LEDGER.scope("t1") == ("agent_guards", "ledger", "t1")
+    assert len({LEDGER.scope(t) for t in ("a.b", "a%2Eb", "a%2eb", "", "%")}) == 5
