@@ -116,8 +116,13 @@ def in_process(store: BaseStore) -> bool:
     """Whether the store's sync API does no I/O: LangGraph's ``InMemoryStore`` (a subclass
     may add I/O, so the class itself only) or the ledger's view of state. An async caller
     may call it on the event loop, where a hop to a worker thread costs more than the call."""
+    return _held(store) in _IN_PROCESS
+
+
+def _held(store: BaseStore) -> tuple[str, str]:
+    """``(module, class name)`` of the store, as ``_MEMORY`` and ``_STATE`` name them."""
     kind = type(store)
-    return (kind.__module__, kind.__name__) in _IN_PROCESS
+    return kind.__module__, kind.__name__
 
 
 def claim(
@@ -134,6 +139,8 @@ def claim(
     Sync API: on an async store call it from a worker thread (as the store's own sync
     methods require).
     """
+    if _held(store) == _STATE:  # one step's own view of the ledger in state
+        return bool(store.add(key, value))  # type: ignore[attr-defined]
     kind, prefix = _kind(store), ".".join(namespace)
     if akind := _async_kind(store):
         return _on_loop(store, _aclaim(store, akind, prefix, key, value, text=text))
@@ -263,6 +270,9 @@ def overwrite(
     """Set ``(namespace, key) = value``, as ``store.put(..., index=False)`` does; on a SQLite
     or PostgreSQL store, sync or async, an item that exists (a claim) is updated in one
     statement. ``text`` as for :func:`claim`."""
+    if _held(store) == _STATE:
+        store.add(key, value, replace=True)  # type: ignore[attr-defined]
+        return
     kind, prefix = _kind(store), ".".join(namespace)
     if akind := _async_kind(store):
         done = _on_loop(store, _aoverwrite(store, akind, prefix, key, value, text=text))
@@ -337,15 +347,12 @@ def size(store: BaseStore, namespace: tuple[str, ...]) -> int | None:
         >>> size(store, ("t1",)), count(store, ("t1",), status_not="void"), size(store, ("t2",))
         (2, 1, 0)
     """
-    counted = _sql_count(store, _SQLITE_SIZE, _POSTGRES_SIZE, (".".join(namespace),))
-    if counted is not None:
-        return counted
-    held = (type(store).__module__, type(store).__name__)
+    held = _held(store)
     if held == _MEMORY:
         return len(store._data.get(namespace) or ())  # type: ignore[attr-defined]
     if held == _STATE:
         return store.size()  # type: ignore[attr-defined,no-any-return]
-    return None
+    return _sql_count(store, _SQLITE_SIZE, _POSTGRES_SIZE, (".".join(namespace),))
 
 
 def _sql_count(store: BaseStore, sqlite: str, postgres: str, params: tuple[str, ...]) -> int | None:
@@ -370,7 +377,7 @@ def _held_statuses(store: BaseStore, namespace: tuple[str, ...]) -> list[Any] | 
     """The ``"status"`` of each of ``namespace``'s items, read where an in-process store
     keeps them (a snapshot: ``list`` copies a dict's values in one step, so a put from
     another thread cannot change it mid-count); None for every other store."""
-    kind = (type(store).__module__, type(store).__name__)
+    kind = _held(store)
     if kind == _MEMORY:
         held = store._data.get(namespace)  # type: ignore[attr-defined]  # .get adds no key
         return [item.value.get("status") for item in list(held.values())] if held else []

@@ -41,7 +41,16 @@ from agent_guards.core.effects import Effect
 from agent_guards.core.fields import namespace_label
 from agent_guards.core.signatures import content_text, is_guard_message
 from agent_guards.graph import ask_human, state_value
-from agent_guards.tool_guard.claims import aclaim, aoverwrite, claim, count, items, overwrite, size
+from agent_guards.tool_guard.claims import (
+    aclaim,
+    aoverwrite,
+    claim,
+    count,
+    in_process,
+    items,
+    overwrite,
+    size,
+)
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -189,8 +198,8 @@ class RunLedger:
         ``turn`` names the user message the call serves (see ``ToolCallGuard``).
         """
         old = previous if previous is not None else self.entry(store, thread_id, call_id) or {}
-        ns, key, entry, text = self._intent(thread_id, call_id, old, tool=tool,
-                                            signature=signature, effect=effect,
+        ns, key, entry, text = self._intent(thread_id, call_id, old, in_process(store),
+                                            tool=tool, signature=signature, effect=effect,
                                             attempt=attempt, args=args, turn=turn)  # fmt: skip
         return entry if claim(store, ns, key, entry, text=text) else None
 
@@ -199,7 +208,8 @@ class RunLedger:
         **intent: Any,
     ) -> dict[str, Any] | None:  # fmt: skip
         """:meth:`start` from the event loop, for a caller that has read ``previous``."""
-        ns, key, entry, text = self._intent(thread_id, call_id, previous, **intent)
+        ns, key, entry, text = self._intent(thread_id, call_id, previous, in_process(store),
+                                            **intent)  # fmt: skip
         return entry if await aclaim(store, ns, key, entry, text=text) else None
 
     def _intent(
@@ -207,6 +217,7 @@ class RunLedger:
         thread_id: str,
         call_id: str,
         old: Mapping[str, Any],
+        kept_as_is: bool,
         *,
         tool: str,
         signature: str,
@@ -214,8 +225,9 @@ class RunLedger:
         attempt: int = 1,
         args: Mapping[str, Any] | None = None,
         turn: Turn | None = None,
-    ) -> tuple[tuple[str, ...], str, dict[str, Any], str]:
-        """Where the execution after ``old`` goes, its entry and the entry's JSON."""
+    ) -> tuple[tuple[str, ...], str, dict[str, Any], str | None]:
+        """Where the execution after ``old`` goes, its entry and the entry's JSON (None for a
+        store that keeps values as they are, ``kept_as_is``)."""
         entry: dict[str, Any] = {
             "call_id": call_id,
             "tool": tool,
@@ -230,7 +242,8 @@ class RunLedger:
             entry["turn"] = str(turn.id)[:200]
             if turn.at is not None:
                 entry["turn_at"] = turn.at
-        entry, text = _with_small_json(entry, "args", None if args is None else dict(args))
+        args = None if args is None else dict(args)
+        entry, text = _with_small_json(entry, "args", args, text=not kept_as_is)
         return self.scope(thread_id), _key(call_id, int(entry["executions"])), entry, text
 
     def finish(
@@ -254,8 +267,9 @@ class RunLedger:
         back, never run again on its own.
         """
         old = started if started is not None else self.entry(store, thread_id, call_id)
-        ns, key, value, text = self._outcome(thread_id, call_id, old, content=content, ok=ok,
-                                             artifact=artifact, unknown=unknown)  # fmt: skip
+        ns, key, value, text = self._outcome(thread_id, call_id, old, in_process(store),
+                                             content=content, ok=ok, artifact=artifact,
+                                             unknown=unknown)  # fmt: skip
         overwrite(store, ns, key, value, text=text)
 
     async def afinish(
@@ -263,8 +277,9 @@ class RunLedger:
         started: Mapping[str, Any], artifact: Any = None, unknown: bool = False,
     ) -> None:  # fmt: skip
         """:meth:`finish` from the event loop, for the entry :meth:`astart` wrote."""
-        ns, key, value, text = self._outcome(thread_id, call_id, started, content=content, ok=ok,
-                                             artifact=artifact, unknown=unknown)  # fmt: skip
+        ns, key, value, text = self._outcome(thread_id, call_id, started, in_process(store),
+                                             content=content, ok=ok, artifact=artifact,
+                                             unknown=unknown)  # fmt: skip
         await aoverwrite(store, ns, key, value, text=text)
 
     def _outcome(
@@ -272,13 +287,15 @@ class RunLedger:
         thread_id: str,
         call_id: str,
         old: Mapping[str, Any] | None,
+        kept_as_is: bool,
         *,
         content: str,
         ok: bool,
         artifact: Any,
         unknown: bool = False,
-    ) -> tuple[tuple[str, ...], str, dict[str, Any], str]:
-        """Where the outcome of execution ``old`` goes, its value and the value's JSON."""
+    ) -> tuple[tuple[str, ...], str, dict[str, Any], str | None]:
+        """Where the outcome of execution ``old`` goes, its value and the value's JSON (None
+        for a store that keeps values as they are, ``kept_as_is``)."""
         old = old or {"call_id": call_id, "executions": 1}
         value = {
             **old,
@@ -286,7 +303,7 @@ class RunLedger:
             "digest": _digest(content),
             "content": content[:_CONTENT_CHARS],
         }
-        value, text = _with_small_json(value, "artifact", artifact)
+        value, text = _with_small_json(value, "artifact", artifact, text=not kept_as_is)
         return self.scope(thread_id), _key(call_id, int(old["executions"])), value, text
 
     def void(self, store: BaseStore, thread_id: str, entry: Mapping[str, Any]) -> None:
@@ -384,9 +401,16 @@ def _small_json(value: Any) -> Any:
     return value if len(text) <= _ARTIFACT_BYTES else None
 
 
-def _with_small_json(value: dict[str, Any], name: str, extra: Any) -> tuple[dict[str, Any], str]:
+def _with_small_json(
+    value: dict[str, Any], name: str, extra: Any, *, text: bool = True
+) -> tuple[dict[str, Any], str | None]:
     """``value`` with ``name: extra`` added when ``extra`` is small JSON (as ``_small_json``
-    decides), and its JSON text: the one encoding both the check and the write need."""
+    decides), and its JSON text: the one encoding both the check and the write need. Without
+    ``text`` (a store that keeps values as they are: nothing to write as JSON) only
+    ``extra`` is encoded, for the check, and the text is None."""
+    if not text:
+        kept = extra is not None and _small_json(extra) is not None
+        return ({**value, name: extra} if kept else value), None
     if extra is not None:
         candidate = {**value, name: extra}
         try:

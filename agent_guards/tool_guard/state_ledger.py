@@ -103,6 +103,15 @@ class StateLedger(BaseStore):
         self._put(str(key), value)
         return None
 
+    def add(self, key: str, value: Mapping[str, Any], *, replace: bool = False) -> bool:
+        """Write the entry ``key`` unless it exists (``replace``: in any case); True when
+        written. What ``claims.claim`` and ``claims.overwrite`` do on this view, without the
+        item a ``get`` builds and the namespace checks (the ledger's own namespace)."""
+        if not replace and self._value(key) is not None:
+            return False
+        self._put(key, value)
+        return True
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         return [self._run(op) for op in ops]
 
