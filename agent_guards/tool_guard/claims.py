@@ -11,7 +11,8 @@ batch machinery, which costs a third more on SQLite for the same commit).
 
 Supported: ``InMemoryStore`` (one process), ``SqliteStore``, ``PostgresStore`` and their
 async variants. Any other store falls back to read-then-write, which is atomic only
-within one process; ``is_atomic(store)`` says which applies.
+within one process; ``is_atomic(store)`` says which applies. The ledger's view of state
+(one step's own copy of the entries it read) is written in place.
 
 ``count`` counts the items of exactly one namespace in one SQL statement on the same
 stores (``search`` would decode every item), and in place on the stores this process

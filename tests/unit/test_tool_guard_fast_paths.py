@@ -245,3 +245,64 @@ def test_an_effect_recorded_already_is_not_copied_again(
     want = {**meta, "agent_guards": {**kept, **fields}}  # what every call copied in
     got = record_effect(message, Effect(effect), execution)
     assert repr(got.response_metadata) == repr(want)
+
+
+ledger_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["claim", "overwrite"]),
+        keys,
+        st.fixed_dictionaries(
+            {"status": st.sampled_from(["started", "done"]), "n": st.integers(0, 3)}
+        ),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=300)
+@given(ledger_ops)
+def test_claims_on_the_state_ledger_do_what_they_do_on_a_store(ops: list[Any]) -> None:
+    # the view of state is written in place; InMemoryStore goes through get and put
+    from langgraph.store.memory import InMemoryStore
+
+    from agent_guards.tool_guard.claims import claim, overwrite, size
+    from agent_guards.tool_guard.state_ledger import StateLedger
+
+    ns = ("agent_guards", "ledger", "t1")
+    entries = {"c1#1": {"status": "done", "n": 0}}
+    view, store = StateLedger(entries), InMemoryStore()
+    store.put(ns, "c1#1", entries["c1#1"])
+    for op, key, value in ops:
+        if op == "claim":
+            assert claim(view, ns, key, value) == claim(store, ns, key, value)
+        else:
+            overwrite(view, ns, key, value)
+            overwrite(store, ns, key, value)
+        assert size(view, ns) == size(store, ns)
+    assert {k: view._value(k) for k in view.writes} == {
+        k: store.get(ns, k).value
+        for k in view.writes  # type: ignore[union-attr]
+    }
+    assert entries == {"c1#1": {"status": "done", "n": 0}}  # what the step read stays as it was
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300)
+@given(st.one_of(json_values, st.just({"x": object()}), st.just("x" * 70_000), st.just({1: "a"})))
+def test_an_entry_kept_as_it_is_holds_what_its_json_would(extra: Any) -> None:
+    # in-process stores skip the entry's JSON text: the same args or artifact are kept
+    from agent_guards.tool_guard.ledger import _with_small_json
+
+    entry = {"call_id": "c1", "status": "done", "content": "ok"}
+    kept, text = _with_small_json(entry, "artifact", extra, text=False)
+    written, json_text = _with_small_json(entry, "artifact", extra)
+    assert text is None and isinstance(json_text, str)
+    assert kept == written
