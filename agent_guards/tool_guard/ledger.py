@@ -414,12 +414,12 @@ def _with_small_json(
     if extra is not None:
         candidate = {**value, name: extra}
         try:
-            text = json.dumps(candidate)
+            encoded = json.dumps(candidate)
         except (TypeError, ValueError):
             pass
         else:  # extra's JSON is a part of the text: a text this short proves it small
-            if len(text) <= _ARTIFACT_BYTES or _small_json(extra) is not None:
-                return candidate, text
+            if len(encoded) <= _ARTIFACT_BYTES or _small_json(extra) is not None:
+                return candidate, encoded
     return value, json.dumps(value)
 
 
