@@ -55,17 +55,25 @@ def build(model: ScriptedChatModel, runs: list[int], budget: Budget, ledger: str
     return builder.compile(store=InMemoryStore() if ledger == "store" else None)
 
 
+async def run_fan_out(
+    n: int, budget: Budget, ledger: str, mode: str, *, thread: str = "t"
+) -> tuple[list[int], Any]:
+    """One turn of ``n`` parallel calls on ``thread`` (sync or async): the items fetched, in
+    the order they ran, and the final state."""
+    runs: list[int] = []
+    graph = build(ScriptedChatModel(script=[fan_out(n), "done"]), runs, budget, ledger)
+    state = {"messages": [HumanMessage("fetch everything")]}
+    config = {"configurable": {"thread_id": thread}}
+    out = graph.invoke(state, config) if mode == "sync" else await graph.ainvoke(state, config)
+    return runs, out
+
+
 @pytest.mark.parametrize("ledger", ["none", "store", "state"])
 @pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_two_hundred_parallel_calls_against_forty_run_forty(mode: str, ledger: str) -> None:
     """With the run ledger on, the turn's calls that already claimed are in its count once
     (added to it again, 200 calls against 40 ran 21)."""
-    runs: list[int] = []
-    model = ScriptedChatModel(script=[fan_out(200), "done"])
-    graph = build(model, runs, Budget(max_tool_calls=40), ledger)
-    state = {"messages": [HumanMessage("fetch everything")]}
-    config = {"configurable": {"thread_id": "t"}}
-    out = graph.invoke(state, config) if mode == "sync" else await graph.ainvoke(state, config)
+    runs, out = await run_fan_out(200, Budget(max_tool_calls=40), ledger, mode)
     assert len(runs) == 40 and out["usage"] == {"tool_calls": 40}
     answers = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert len(answers) == 200  # every pending call answered
@@ -80,12 +88,8 @@ async def test_two_hundred_parallel_calls_against_forty_run_forty(mode: str, led
 async def test_a_thread_id_with_a_dot_keeps_its_budget(mode: str, ledger: str) -> None:
     """``alice@example.com`` as a thread id: the ledger's namespace label is escaped (a store
     refuses a ``.`` in a label), and the budget is spent as on any thread."""
-    runs: list[int] = []
-    model = ScriptedChatModel(script=[fan_out(5), "done"])
-    graph = build(model, runs, Budget(max_tool_calls=3), ledger)
-    state = {"messages": [HumanMessage("fetch everything")]}
-    config = {"configurable": {"thread_id": "alice@example.com"}}
-    out = graph.invoke(state, config) if mode == "sync" else await graph.ainvoke(state, config)
+    runs, out = await run_fan_out(5, Budget(max_tool_calls=3), ledger, mode,
+                                  thread="alice@example.com")  # fmt: skip
     assert len(runs) == 3 and out["usage"] == {"tool_calls": 3}
     refused = [m for m in out["messages"] if str(m.content).startswith("[budget] Not executed")]
     assert len(refused) == 2
