@@ -22,7 +22,7 @@ from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.tracers.context import _tracing_v2_is_enabled
-from langgraph.config import get_config
+from langgraph.config import get_config, get_store
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END
 from langgraph.store.base import BaseStore
@@ -76,21 +76,26 @@ def ends_with_tool_results(messages: Sequence[Any]) -> bool:
 def graph_store(config: RunnableConfig | None) -> BaseStore | None:
     """The store the running graph was compiled with, or None (outside a graph, no store).
 
-    ``langgraph.config.get_store()`` reads it from a context variable, which async code on
-    Python 3.10 does not propagate; the node's own config carries the same runtime.
+    Read first from the node's own config, which carries the run's runtime; then from
+    ``langgraph.config.get_store()``, for a config that does not (a caller's own), which
+    reads the same runtime from a context variable (one that async code on Python 3.10
+    does not propagate).
     """
-    try:
-        from langgraph.config import get_store
-
-        return get_store()
-    except Exception:  # not in a runnable context (or Python 3.10 async)
-        runtime = ((config or {}).get("configurable") or {}).get(_RUNTIME)
+    runtime = ((config or {}).get("configurable") or {}).get(_RUNTIME)
+    if runtime is not None:
         return getattr(runtime, "store", None)
+    try:
+        return get_store()
+    except Exception:  # not in a runnable context
+        return None
 
 
-def stamp(decision: GuardDecision, config: RunnableConfig | None) -> GuardDecision:
-    """Fill in step and time from the config, and attach the decision to the current run."""
+def stamp(decision: GuardDecision, config: RunnableConfig | None, **data: Any) -> GuardDecision:
+    """Fill in step and time from the config (and ``data`` into the decision's data), and
+    attach the decision to the current run."""
     stamped = decision.with_context(step=step_from_config(config), at=now_iso_from_config(config))
+    if data:
+        stamped.data.update(data)  # the copy's own dict
     attach_decision(stamped)
     return stamped
 

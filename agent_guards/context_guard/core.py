@@ -75,8 +75,8 @@ _DEFAULT_POLICY = ContextPolicy()
 _NOTE_ROOM = 120  # tokens left for at least a short summary note when keeping the newest group
 
 
-class _Budget(NamedTuple):
-    """The numbers one ``fit_context`` call works with (a value, built per call)."""
+class FitBudget(NamedTuple):
+    """The numbers one ``fit_context`` call works with (a value: ``budget_of`` builds it)."""
 
     pol: ContextPolicy
     raw: Counter
@@ -86,6 +86,34 @@ class _Budget(NamedTuple):
     tool_tokens: int
     archive: bool
     basis: str
+
+
+def budget_of(
+    pol: ContextPolicy,
+    max_tokens: int,
+    token_counter: TokenCounter | None,
+    tools: Sequence[Any] | None,
+    archive: bool,
+) -> FitBudget:
+    """The numbers a fit works with that its arguments alone give (checked by the caller):
+    a node works them out once, as its window, policy, counter and tools stay the same."""
+    raw = make_counter(token_counter)
+    reserve = pol.reserve_for(max_tokens)
+    return FitBudget(
+        pol,
+        raw,
+        max_tokens,
+        reserve,
+        max_tokens - reserve,
+        tool_tokens(tools),
+        archive,
+        basis_of(pol, token_counter, raw, archive),
+    )
+
+
+def _over(tokens: int, b: FitBudget) -> bool:
+    """Whether a fit at ``tokens`` has to compress: at ``compress_ratio``, or over the budget."""
+    return tokens >= b.pol.compress_ratio * b.budget or tokens > b.budget
 
 
 def _check(max_tokens: Any, pol: Any) -> None:
@@ -178,12 +206,9 @@ def fit_context(
         )
     if isinstance(pinned, Iterator):  # read once: more than one path may look at the pins
         pinned = list(pinned)
-    raw = make_counter(token_counter)
-    basis = basis_of(pol, token_counter, raw, archive)
-    start = tally_end(msgs, tally, basis)
+    b = budget_of(pol, max_tokens, token_counter, tools, archive)
+    start = tally_end(msgs, tally, b.basis)
     _check_messages(msgs, start)
-    schemas = tool_tokens(tools)
-    b = _Budget(pol, raw, max_tokens, reserve, max_tokens - reserve, schemas, archive, basis)
     if start and tally is not None:
         fast = _incremental(msgs, tally, start, pin_items(pinned), b)
         if fast is not None:
@@ -220,7 +245,7 @@ def _unread(m: BaseMessage, calls: bool) -> str:
 
 
 def _full(
-    msgs: list[BaseMessage], pinned: Iterable[PinnedItem] | PinnedItem, b: _Budget
+    msgs: list[BaseMessage], pinned: Iterable[PinnedItem] | PinnedItem, b: FitBudget
 ) -> ContextVerdict:
     """Count, assemble, archive and (when needed) compress the whole history."""
     pol = b.pol
@@ -247,7 +272,7 @@ def _full(
     removed: Labelled = []
     summary: BaseMessage | None = None
     room = 0
-    if tokens >= pol.compress_ratio * b.budget or tokens > b.budget:
+    if _over(tokens, b):
         whole = body
         body, removed, used = _select(body, head, tok, pin_ids, b)
         if removed:
@@ -285,11 +310,15 @@ def _full(
         # history from scratch takes it into the leading ones (and puts pins after it), so
         # no tally can stand for what that fit does; the next fit counts from scratch
         return decide(pol, fit, None)
-    return decide(pol, fit, _tally_of(out, out_raw, lead=len(lead), head=len(head), how=how, b=b))
+    tally = _tally_of(out, out_raw, lead=len(lead), head=len(head), how=how, b=b)
+    if tally is not None:
+        labels_out = (m.id or f"#{i}" for i, m in enumerate(out) if i >= len(head))
+        remember_labels(out, len(head), Labels(tuple(labels_out)))
+    return decide(pol, fit, tally)
 
 
 def _unchanged_full(
-    msgs: list[BaseMessage], pinned: Iterable[PinnedItem] | PinnedItem, b: _Budget
+    msgs: list[BaseMessage], pinned: Iterable[PinnedItem] | PinnedItem, b: FitBudget
 ) -> ContextVerdict | None:
     """``_full`` for a history it leaves as it is, the usual case before a model call: no
     pinned message to place, no earlier pin to drop as stale, no tool result to archive or
@@ -297,25 +326,18 @@ def _unchanged_full(
     (the leading system messages, then the rest), so the verdict is the one the usage
     gives; None when any of that does not hold (``_full`` decides). Read errors and bad
     pins are raised in ``_full``'s order (counts first, then pins)."""
-    pol = b.pol
     raw = _read_counts(b.raw, msgs)
     labels = [m.id or f"#{i}" for i, m in enumerate(msgs)]
     pin_ids, extras, how = resolve_pins(pinned, msgs, labels)
-    if extras:
+    kept = None if extras else _kept_as_is(msgs, labels, raw, b)
+    if kept is None:
         return None
-    scale = usage_scale(msgs, raw, b.tool_tokens) if b.raw is DEFAULT_COUNTER else 1.0
-    tokens = scaled_total(sum(raw), scale) + b.tool_tokens
-    if tokens >= pol.compress_ratio * b.budget or tokens > b.budget:
-        return None
-    if any(marker(m).get("role") == "pinned" for m in msgs):
-        return None  # a stale pin: assembly drops it
-    if not _tools_untouched(msgs, labels, raw, scale, b):
-        return None
-    lead = 0
-    while lead < len(msgs) and isinstance(msgs[lead], SystemMessage):
-        lead += 1
+    tokens, lead = kept
+    tally = _tally_of(msgs, raw, lead=lead, head=lead, how=how, b=b)
+    if tally is not None:
+        remember_labels(msgs, lead, Labels(tuple(labels[lead:])))
     return decide_unchanged(
-        pol,
+        b.pol,
         messages=tuple(msgs),
         tokens=tokens,
         tokens_before=tokens,
@@ -324,11 +346,96 @@ def _unchanged_full(
         tool_tokens=b.tool_tokens,
         kept=labels[lead:],
         pin_labels=sorted(pin_ids),
-        tally=_tally_of(msgs, raw, lead=lead, head=lead, how=how, b=b),
+        tally=tally,
     )
 
 
-def _scale_of(msgs: list[BaseMessage], raw: dict[int, int], b: _Budget) -> float:
+def _kept_as_is(
+    msgs: Sequence[BaseMessage], labels: list[str], raw: list[int], b: FitBudget
+) -> tuple[int, int] | None:
+    """The tokens of a history that a fit from scratch with no pinned message to place
+    leaves as it is, and how many system messages lead it; None when that fit moves
+    something (usage at ``compress_ratio``, an earlier pin to drop as stale, a tool result
+    to archive or quote)."""
+    scale = usage_scale(msgs, raw, b.tool_tokens) if b.raw is DEFAULT_COUNTER else 1.0
+    tokens = scaled_total(sum(raw), scale) + b.tool_tokens
+    if _over(tokens, b) or any(marker(m).get("role") == "pinned" for m in msgs):
+        return None  # a stale pin: assembly drops it
+    if not _tools_untouched(msgs, labels, raw, scale, b):
+        return None
+    lead = 0
+    while lead < len(msgs) and isinstance(msgs[lead], SystemMessage):
+        lead += 1
+    return tokens, lead
+
+
+def fit_unchanged(
+    msgs: list[BaseMessage], ids: list[str], tally: Mapping[str, Any] | None, b: FitBudget
+) -> tuple[int, int, Tally] | None:
+    """What a node needs of a fit that leaves its history as it is, without the verdict:
+    the tokens counted, how many messages are kept after the leading ones, and the tally.
+
+    For the usual fit before a model call, when the only pins are the ids ``ids`` of
+    messages in the history: ``fit_context(msgs, pinned=ids, tally=tally, ...)`` takes one
+    of its short paths (``_unchanged_full``, or ``_incremental`` from the tally) and
+    decides the same numbers. None for any other fit, and for input those paths would
+    reject (``fit_context`` then decides, or names what is wrong); nothing is raised."""
+    try:
+        n = tally_end(msgs, tally, b.basis)
+        if not all(isinstance(m, BaseMessage) for m in msgs[n:]):
+            return None
+        if n and tally is not None:
+            return _grown_unchanged(msgs, tally, n, ids, b)
+        labels = [m.id or f"#{i}" for i, m in enumerate(msgs)]
+        if not set(ids).issubset(labels):
+            return None  # pinned by a tool call id, or not in the history
+        raw = _read_counts(b.raw, msgs)
+        kept = _kept_as_is(msgs, labels, raw, b)
+        if kept is None:
+            return None
+        tokens, lead = kept
+        tally = _tally_of(msgs, raw, lead=lead, head=lead, how=_by_id(ids), b=b)
+        return None if tally is None else (tokens, len(msgs) - lead, tally)
+    except Exception:  # bad input: fit_context names it
+        return None
+
+
+def _grown_unchanged(
+    msgs: list[BaseMessage], t: Mapping[str, Any], n: int, ids: list[str], b: FitBudget
+) -> tuple[int, int, Tally] | None:
+    """``fit_unchanged`` from a tally that covers the first ``n`` messages: what
+    ``_incremental`` decides when no pinned message sits after the leading ones and every
+    pin is a message id."""
+    head = int(t["head"])
+    if int(t["lead"]) != head or n <= head:
+        return None  # pinned messages in place, or no history after them yet
+    new = msgs[n:]
+    if any(marker(m).get("role") == "pinned" for m in new):
+        return None
+    labels = [m.id or f"#{n + j}" for j, m in enumerate(new)]
+    before = t.get("pinned") or {}
+    for item in ids:
+        prev = before.get(item)
+        if not (item in labels or (prev is not None and prev[1] == "id")):
+            return None  # pinned by a tool call id: _pins_again resolves it
+    grown = _growth(msgs, t, n, b)
+    if grown is None or not _tools_untouched(new, labels, grown[0], grown[1], b):
+        return None
+    raw_new, scale = grown
+    raw_in = int(t["tokens"]) + sum(raw_new)
+    tokens = scaled_total(raw_in, scale) + b.tool_tokens
+    if _over(tokens, b):
+        return None
+    tally = _tally_on(t, msgs, out_new=new, out_raw=raw_new, raw_out=raw_in, how=_by_id(ids), b=b)
+    return None if tally is None else (tokens, len(msgs) - head, tally)
+
+
+def _by_id(ids: list[str]) -> dict[str, list[str]]:
+    """How pins that are all message ids resolve (the tally's ``pinned``)."""
+    return {i: [i, "id"] for i in ids}
+
+
+def _scale_of(msgs: list[BaseMessage], raw: dict[int, int], b: FitBudget) -> float:
     """How much ``usage_metadata`` scales the estimate up (1 for a counter of the model's)."""
     if b.raw is not DEFAULT_COUNTER:
         return 1.0
@@ -353,14 +460,11 @@ def _tally_of(
     lead: int,
     head: int,
     how: dict[str, list[str]],
-    b: _Budget,
+    b: FitBudget,
 ) -> Tally | None:
     """The tally of the fitted messages, the next call's history (None without an id)."""
     if not out or not out[-1].id:
         return None
-    remember_labels(
-        out, head, Labels(tuple(m.id or f"#{i}" for i, m in enumerate(out) if i >= head))
-    )
     return {
         "v": VERSION,
         "basis": b.basis,
@@ -376,41 +480,37 @@ def _tally_of(
 
 
 def _incremental(
-    msgs: Sequence[BaseMessage], t: Mapping[str, Any], n: int, items: list[Any], b: _Budget
+    msgs: Sequence[BaseMessage], t: Mapping[str, Any], n: int, items: list[Any], b: FitBudget
 ) -> ContextVerdict | None:
     """The fit from ``t`` and the messages after it, when nothing before them must change;
     None when the whole history has to be looked at (the full path decides the same)."""
-    lead, head, pol = int(t["lead"]), int(t["head"]), b.pol
-    extras = _same_pins(msgs, items, lead, head, n)
+    head = int(t["head"])
+    extras = _same_pins(msgs, items, int(t["lead"]), head, n)
     new = msgs[n:]
     labels = [m.id or f"#{n + j}" for j, m in enumerate(new)]
     how = _pins_again(items, t.get("pinned") or {}, new, labels)
     if extras is None or how is None:
         return None
-    raw_new = _read_counts(b.raw, new, n)
-    stale, usage = _usage(msgs, t, n, raw_new, b)
-    if stale:
+    grown = _growth(msgs, t, n, b)
+    if grown is None:
         return None
-    scale = usage_scale([msgs[usage[0]]], [usage[2]], b.tool_tokens) if usage else 1.0
-    limit = pol.archive_over_tokens
-    if b.archive and limit is not None and math.ceil(int(t["biggest"]) * scale) > limit:
-        return None  # a result left in place is now long enough to be archived
+    raw_new, scale = grown
     pin_labels = sorted(label for label, _ in how.values()) + [e.id or "" for e in extras]
     if not _tools_untouched(new, labels, raw_new, scale, b):
         step = _Step(t, n, new, labels, raw_new, scale, how, pin_labels)
         return _incremental_treated(msgs, step, b)
     raw_in = int(t["tokens"]) + sum(raw_new)
     tokens = scaled_total(raw_in, scale) + b.tool_tokens
-    if tokens >= pol.compress_ratio * b.budget or tokens > b.budget:
+    if _over(tokens, b):
         return None
     # nothing before the tally's end changes and nothing after it is rewritten, so neither
     # the history nor its labels are copied here
     kept = Labels(tuple(labels), before=prefix_labels(msgs, head, n))
-    tally = _tally_on(
-        t, msgs, out_new=new, out_raw=raw_new, raw_out=raw_in, how=how, b=b, kept=kept
-    )
+    tally = _tally_on(t, msgs, out_new=new, out_raw=raw_new, raw_out=raw_in, how=how, b=b)
+    if tally is not None:
+        remember_labels(msgs, head, kept)
     return decide_unchanged(
-        pol,
+        b.pol,
         messages=_as_given(msgs),
         tokens=tokens,
         tokens_before=tokens,
@@ -421,6 +521,23 @@ def _incremental(
         pin_labels=pin_labels,
         tally=tally,
     )
+
+
+def _growth(
+    msgs: Sequence[BaseMessage], t: Mapping[str, Any], n: int, b: FitBudget
+) -> tuple[list[int], float] | None:
+    """The tokens of each message appended since the tally and the usage scale of the
+    whole; None when the tally cannot stand for what came before them: a reply says the
+    model was sent far more, or a result left in place is now long enough to archive."""
+    raw_new = _read_counts(b.raw, msgs[n:], n)
+    stale, usage = _usage(msgs, t, n, raw_new, b)
+    if stale:
+        return None
+    scale = usage_scale([msgs[usage[0]]], [usage[2]], b.tool_tokens) if usage else 1.0
+    limit = b.pol.archive_over_tokens
+    if b.archive and limit is not None and math.ceil(int(t["biggest"]) * scale) > limit:
+        return None
+    return raw_new, scale
 
 
 @dataclass(frozen=True)
@@ -438,7 +555,7 @@ class _Step:
 
 
 def _incremental_treated(
-    msgs: Sequence[BaseMessage], s: _Step, b: _Budget
+    msgs: Sequence[BaseMessage], s: _Step, b: FitBudget
 ) -> ContextVerdict | None:
     """``_incremental`` when tool results appended since the tally are archived or quoted."""
     pol, t, n, scale = b.pol, s.t, s.n, s.scale
@@ -454,10 +571,13 @@ def _incremental_treated(
     out_raw = [r if m is o else b.raw(m) for m, o, r in zip(out_new, s.new, s.raw_new, strict=True)]
     raw_out = raw_in - sum(s.raw_new) + sum(out_raw)
     tokens = scaled_total(raw_out, scale) + b.tool_tokens
-    if tokens >= pol.compress_ratio * b.budget or tokens > b.budget:
+    if _over(tokens, b):
         return None
     out = [*msgs[:n], *out_new]  # written back: the history and its labels are copied
     kept = Labels(tuple(s.labels), before=prefix_labels(msgs, int(t["head"]), n))
+    tally = _tally_on(t, out, out_new=out_new, out_raw=out_raw, raw_out=raw_out, how=s.how, b=b)
+    if tally is not None:
+        remember_labels(out, int(t["head"]), kept)
     fit = Fitted(
         messages=tuple(out),
         tokens=tokens,
@@ -476,14 +596,15 @@ def _incremental_treated(
         records=records,
         changed=bool(replaced),
     )
-    tally = _tally_on(
-        t, out, out_new=out_new, out_raw=out_raw, raw_out=raw_out, how=s.how, b=b, kept=kept
-    )
     return decide(pol, fit, tally)
 
 
 def _tools_untouched(
-    msgs: Sequence[BaseMessage], labels: Sequence[str], raw: Sequence[int], scale: float, b: _Budget
+    msgs: Sequence[BaseMessage],
+    labels: Sequence[str],
+    raw: Sequence[int],
+    scale: float,
+    b: FitBudget,
 ) -> bool:
     """Whether ``treat_tools`` leaves every tool result in ``msgs`` as it is (nothing to
     archive, nothing to quote)."""
@@ -554,7 +675,7 @@ def _pins_again(
 
 
 def _usage(
-    msgs: Sequence[BaseMessage], t: Mapping[str, Any], n: int, raw_new: list[int], b: _Budget
+    msgs: Sequence[BaseMessage], t: Mapping[str, Any], n: int, raw_new: list[int], b: FitBudget
 ) -> tuple[bool, list[int] | None]:
     """The last reply reporting usage ([index, total, estimate]), and True first when it
     says the model was sent far more than the tally holds (the history changed out of its
@@ -584,14 +705,12 @@ def _tally_on(
     out_raw: list[int],
     raw_out: int,
     how: dict[str, list[str]],
-    b: _Budget,
-    kept: Labels,
+    b: FitBudget,
 ) -> Tally | None:
     """``t`` moved on by the appended messages (as they are after this fit)."""
     if not out or not out[-1].id:
         return None
-    head, n = int(t["head"]), int(t["n"])
-    remember_labels(out, head, kept)
+    n = int(t["n"])
     usage = last_usage(out_new, out_raw)
     if usage is not None:
         usage = [n + usage[0], usage[1], int(t["tokens"]) + usage[2]]
@@ -619,7 +738,7 @@ def _system(message: BaseMessage) -> bool:
 
 
 def _select(
-    body: Labelled, head: list[BaseMessage], tok: dict[int, int], pin_ids: set[str], b: _Budget
+    body: Labelled, head: list[BaseMessage], tok: dict[int, int], pin_ids: set[str], b: FitBudget
 ) -> tuple[Labelled, Labelled, int]:
     """Keep pinned groups, the current question and the most recent groups back to the target.
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from langchain_core.language_models import BaseLanguageModel
@@ -51,12 +52,12 @@ from agent_guards.context_guard.archive import (
     archive_scope,
     check_namespace,
 )
-from agent_guards.context_guard.core import fit_context
+from agent_guards.context_guard.core import FitBudget, budget_of, fit_context, fit_unchanged
 from agent_guards.context_guard.model import ContextVerdict
 from agent_guards.context_guard.policy import GUARD, ContextPolicy
 from agent_guards.context_guard.steps import TokenCounter, make_counter
 from agent_guards.context_guard.summary import SUMMARY_PROMPT, pin_message
-from agent_guards.context_guard.verdict import with_summary_text
+from agent_guards.context_guard.verdict import unchanged_decision, with_summary_text
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import safe_str
@@ -357,16 +358,52 @@ class ContextGuardNode:
         text = str(result.text) if isinstance(result, BaseMessage) else str(result)
         return with_summary_text(verdict, text, make_counter(self.token_counter))
 
+    @cached_property
+    def budgets(self) -> tuple[FitBudget, FitBudget]:
+        """The fit's numbers without a store and with one: the node's window, policy,
+        counter and tools give them, and those do not change (checked when it was built)."""
+        args = (self.policy, self.max_tokens, self.token_counter, self.tools)
+        return budget_of(*args, archive=False), budget_of(*args, archive=True)
+
+    def unchanged(self, state: Any, config: RunnableConfig) -> dict[str, Any] | None:
+        """The update of a fit that leaves the history as it is, the usual one before a
+        model call, made without a verdict (:func:`~.core.fit_unchanged`); None when the
+        fit may do more, or the state holds pins other than message ids (the general path
+        decides those, the same way)."""
+        if type(state) is not dict or self.pin is not None or self.tally_key is None:
+            return None
+        messages = state.get(self.messages_key)
+        ids = (state.get(self.pinned_ids_key) if self.pinned_ids_key else None) or []
+        if type(messages) is not list or type(ids) is not list:
+            return None
+        if any(type(i) is not str for i in ids) or any(
+            state.get(k) not in _EMPTY for k in self.pinned_keys
+        ):
+            return None
+        store = self.store if self.store is not None else graph_store(config)
+        b = self.budgets[store is not None]
+        fit = fit_unchanged(messages, ids, state.get(self.tally_key), b)
+        if fit is None:
+            return None
+        tokens, kept, tally = fit
+        decision = unchanged_decision(
+            self.policy,
+            tokens=tokens,
+            tokens_before=tokens,
+            budget=b.budget,
+            max_tokens=self.max_tokens,
+            tool_tokens=b.tool_tokens,
+            kept=kept,
+            pin_labels=sorted(set(ids)),
+        )
+        return {"guard_log": [_stamped(decision, store, config)], self.tally_key: tally}
+
     def finish(
         self, state: Any, verdict: ContextVerdict, store: BaseStore | None, config: RunnableConfig
     ) -> dict[str, Any]:
         decision = verdict.decision
         assert decision is not None
-        if store is None:
-            # a copy with its own data, its fields taken as checked (replace checks them again)
-            decision = decision.with_context()
-            decision.data["archive_available"] = False
-        update: dict[str, Any] = {"guard_log": [stamp(decision, config)]}
+        update: dict[str, Any] = {"guard_log": [_stamped(decision, store, config)]}
         if self.tally_key:
             update[self.tally_key] = verdict.tally
         if verdict.changed:
@@ -432,6 +469,8 @@ class ContextGuardNode:
         When the fit changed nothing the messages are the state's own sequence, not a
         copy (a fit under the threshold costs what the new messages cost): read it, do not
         modify it."""
+        if (update := self.unchanged(state, config)) is not None:
+            return update, state[self.messages_key]
         plan = self.begin(state, config)
         if plan.store is not None and plan.writes:
             plan.store.batch(plan.writes)
@@ -447,6 +486,8 @@ class ContextGuardNode:
         )
 
     def node(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        if (update := self.unchanged(state, config)) is not None:
+            return update
         plan = self.begin(state, config)
         if plan.store is not None and plan.writes:
             plan.store.batch(plan.writes)
@@ -455,6 +496,8 @@ class ContextGuardNode:
         return self.end(state, config, plan, done)
 
     async def anode(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        if (update := self.unchanged(state, config)) is not None:
+            return update
         plan = self.begin(state, config)
         if plan.store is not None and plan.writes:
             await plan.store.abatch(plan.writes)
@@ -474,6 +517,15 @@ class _Plan(NamedTuple):
 
 
 _EMPTY: tuple[Any, ...] = (None, "", {}, [])
+
+
+def _stamped(
+    decision: GuardDecision, store: BaseStore | None, config: RunnableConfig
+) -> GuardDecision:
+    """The fit's decision as the node records it: stamped, and saying when no store was
+    there to archive to."""
+    extra = {} if store is not None else {"archive_available": False}
+    return stamp(decision, config, **extra)
 
 
 def _summary_failed(verdict: ContextVerdict, err: Exception) -> ContextVerdict:

@@ -28,7 +28,7 @@ from agent_guards.context_guard.policy import GUARD, ContextPolicy
 from agent_guards.context_guard.tally import Labels
 from agent_guards.core.decision import GuardDecision, Verdict
 
-__all__ = ["Fitted", "decide", "decide_unchanged", "with_summary_text"]
+__all__ = ["Fitted", "decide", "decide_unchanged", "unchanged_decision", "with_summary_text"]
 
 
 @dataclass(frozen=True)
@@ -236,6 +236,44 @@ def decide_unchanged(
     """:func:`decide` for a fit that left the history as it was: nothing removed, archived,
     quoted or dropped as stale, so the verdict is the one its usage gives and every list of
     moved ids is empty (what ``decide`` builds from an empty ``Fitted``, without building it)."""
+    decision = unchanged_decision(
+        pol,
+        tokens=tokens,
+        tokens_before=tokens_before,
+        budget=budget,
+        max_tokens=max_tokens,
+        tool_tokens=tool_tokens,
+        kept=len(kept),
+        pin_labels=pin_labels,
+    )
+    return ContextVerdict(
+        verdict=decision.verdict,
+        reason=decision.reason,
+        messages=messages,
+        usage=tokens / budget,
+        usage_before=tokens_before / budget,
+        tokens=tokens,
+        tokens_before=tokens_before,
+        budget=budget,
+        kept_ids=later(kept.joined) if isinstance(kept, Labels) else tuple(kept),
+        decision=decision,
+        tally=tally,
+    )
+
+
+def unchanged_decision(
+    pol: ContextPolicy,
+    *,
+    tokens: int,
+    tokens_before: int,
+    budget: int,
+    max_tokens: int,
+    tool_tokens: int,
+    kept: int,
+    pin_labels: list[str],
+) -> GuardDecision:
+    """The decision of a fit that left the history as it was (:func:`decide_unchanged`'s),
+    ``kept`` messages after the leading ones, for a caller that needs no verdict."""
     usage, usage_before = tokens / budget, tokens_before / budget
     verdict, reason = _by_usage(pol, usage)
     data: dict[str, Any] = {
@@ -246,7 +284,7 @@ def decide_unchanged(
         "budget": budget,
         "max_tokens": max_tokens,
         "tool_tokens": tool_tokens,
-        "kept": len(kept),
+        "kept": kept,
         "summarized": 0,
         "truncated": 0,
         "archived": {},
@@ -255,7 +293,7 @@ def decide_unchanged(
         "summary_id": None,
         "summary_source": "none",
     }
-    decision = GuardDecision(
+    return GuardDecision(
         guard=GUARD,
         verdict=verdict,
         reason=reason,
@@ -263,19 +301,6 @@ def decide_unchanged(
         selected_ids=tuple(pin_labels),
         policy=pol.label,
         data=data,
-    )
-    return ContextVerdict(
-        verdict=verdict,
-        reason=reason,
-        messages=messages,
-        usage=usage,
-        usage_before=usage_before,
-        tokens=tokens,
-        tokens_before=tokens_before,
-        budget=budget,
-        kept_ids=later(kept.joined) if isinstance(kept, Labels) else tuple(kept),
-        decision=decision,
-        tally=tally,
     )
 
 

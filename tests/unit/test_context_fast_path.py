@@ -82,7 +82,7 @@ def _general(
     """``_full`` on its own, with the budget ``fit_context`` works with."""
     raw = make_counter(None)
     reserve = pol.reserve_for(window)
-    b = core._Budget(
+    b = core.FitBudget(
         pol,
         raw,
         window,
@@ -195,7 +195,7 @@ def _budget(window: int) -> Any:
     raw = make_counter(None)
     reserve = pol.reserve_for(window)
     basis = basis_of(pol, None, raw, False)
-    return core._Budget(pol, raw, window, reserve, window - reserve, 0, False, basis)
+    return core.FitBudget(pol, raw, window, reserve, window - reserve, 0, False, basis)
 
 
 def test_pins_given_as_a_generator_are_read_once_whatever_path_decides() -> None:
