@@ -317,13 +317,13 @@ class GuardLambda(RunnableLambda[Any, Any]):
     """
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        if kwargs or not _unobserved(config):
+        if kwargs or not unobserved(config):
             return super().invoke(input, config, **kwargs)
         assert config is not None
         return cast("_Node", self.func)(input, config)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        if kwargs or not _unobserved(config):
+        if kwargs or not unobserved(config):
             return await super().ainvoke(input, config, **kwargs)
         assert config is not None
         return await cast("_ANode", self.afunc)(input, config)
@@ -367,8 +367,9 @@ _NODE_STEP = "seq:step:1"  # LangGraph's tag on a task's node step (its writers:
 _NODE_CALLERS = ("langgraph.", "asyncio.")  # who calls a node: the runner, or its own task
 
 
-def _unobserved(config: RunnableConfig | None) -> bool:
-    """A node's config inside a graph run, with no callback handler and tracing off."""
+def unobserved(config: RunnableConfig | None) -> bool:
+    """A node's config inside a graph run, with no callback handler and tracing off: what
+    runs under it reports to no one (a child run, a callback, a trace)."""
     if config is None or _RUNTIME not in (config.get("configurable") or {}):
         return False
     callbacks = config.get("callbacks")

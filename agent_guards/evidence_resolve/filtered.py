@@ -26,6 +26,7 @@ from langchain_core.tools import BaseTool
 from langsmith.run_helpers import tracing_context
 
 from agent_guards.evidence_resolve.boundary import identities_of, withhold
+from agent_guards.graph import unobserved
 
 __all__ = ["PermissionFilteredTool", "permission_filtered"]
 
@@ -54,8 +55,10 @@ class PermissionFilteredTool(BaseTool):
         **kwargs: Any,
     ) -> Any:
         quiet = _quiet(config)
+        extra = _passed(type(self.inner)._run, quiet, CallbackManagerForToolRun)
+        if unobserved(config):  # no handler and no trace to keep the result from
+            return self._filtered(self.inner._run(*args, **kwargs, **extra), config)
         with tracing_context(enabled=False), set_config_context(quiet) as context:
-            extra = _passed(type(self.inner)._run, quiet, CallbackManagerForToolRun)
             out = context.run(self.inner._run, *args, **kwargs, **extra)
         return self._filtered(out, config)
 

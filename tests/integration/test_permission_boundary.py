@@ -244,3 +244,30 @@ def test_a_long_result_is_archived_filtered_and_scoped(tmp_path: Path, watch: Wa
         policies=policies,
         check=check,
     )
+
+
+def test_an_untraced_run_leaks_nothing_either(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing traced and no callback handler: the filtered tool runs the wrapped tool
+    without the contexts that keep a trace from seeing it, and withholds the same items."""
+    from langsmith import tracing_context
+
+    caplog.set_level(logging.DEBUG)
+    db = tmp_path / "run.sqlite"
+    with open_persistence(str(db)) as (saver, store), tracing_context(enabled=False):
+        graph = build_graph(
+            SCENARIO.script().model(),
+            SCENARIO.tools(),
+            policies=SCENARIO.policies,
+            checkpointer=saver,
+            store=store,
+        )
+        config = scenario_config(SCENARIO, "untraced")
+        state = graph.invoke({"messages": [("user", SCENARIO.message)]}, config)
+        _check_channels(list(graph.get_state_history(config)))
+        hits = _hits(db.read_bytes(), "sqlite file") + _hits(caplog.text.encode(), "logs")
+        for item in store.search((), limit=10_000):
+            hits += _hits(json.dumps(item.value, ensure_ascii=False).encode(), item.key)
+    assert state["outcome"]["cited"] == ["policy_2026"]
+    assert not hits, hits
