@@ -58,6 +58,7 @@ from agent_guards.context_guard.policy import GUARD, ContextPolicy
 from agent_guards.context_guard.steps import TokenCounter, make_counter
 from agent_guards.context_guard.summary import SUMMARY_PROMPT, pin_message
 from agent_guards.context_guard.verdict import unchanged_decision, with_summary_text
+from agent_guards.core.clock import now_iso_from_config, step_from_config
 from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import safe_str
@@ -70,6 +71,7 @@ from agent_guards.graph import (
     state_reader,
     state_value,
 )
+from agent_guards.tracing import attach_decision
 
 __all__ = [
     "ContextState",
@@ -395,8 +397,12 @@ class ContextGuardNode:
             tool_tokens=b.tool_tokens,
             kept=kept,
             pin_labels=sorted(set(ids)),
+            step=step_from_config(config),
+            at=now_iso_from_config(config),
+            **_archive_note(store),
         )
-        return {"guard_log": [_stamped(decision, store, config)], self.tally_key: tally}
+        attach_decision(decision)
+        return {"guard_log": [decision], self.tally_key: tally}
 
     def finish(
         self, state: Any, verdict: ContextVerdict, store: BaseStore | None, config: RunnableConfig
@@ -524,8 +530,12 @@ def _stamped(
 ) -> GuardDecision:
     """The fit's decision as the node records it: stamped, and saying when no store was
     there to archive to."""
-    extra = {} if store is not None else {"archive_available": False}
-    return stamp(decision, config, **extra)
+    return stamp(decision, config, **_archive_note(store))
+
+
+def _archive_note(store: BaseStore | None) -> dict[str, Any]:
+    """What a fit's decision says of the archive: that there was none, without a store."""
+    return {} if store is not None else {"archive_available": False}
 
 
 def _summary_failed(verdict: ContextVerdict, err: Exception) -> ContextVerdict:

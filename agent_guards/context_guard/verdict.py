@@ -271,9 +271,14 @@ def unchanged_decision(
     tool_tokens: int,
     kept: int,
     pin_labels: list[str],
+    step: int | None = None,
+    at: str | None = None,
+    **extra: Any,
 ) -> GuardDecision:
     """The decision of a fit that left the history as it was (:func:`decide_unchanged`'s),
-    ``kept`` messages after the leading ones, for a caller that needs no verdict."""
+    ``kept`` messages after the leading ones, for a caller that needs no verdict; a node
+    gives the step and time it decides at (a decision made stamped is not copied to be
+    stamped), and ``extra`` data."""
     usage, usage_before = tokens / budget, tokens_before / budget
     verdict, reason = _by_usage(pol, usage)
     data: dict[str, Any] = {
@@ -292,6 +297,7 @@ def unchanged_decision(
         "flagged": {},
         "summary_id": None,
         "summary_source": "none",
+        **extra,
     }
     return GuardDecision(
         guard=GUARD,
@@ -300,6 +306,8 @@ def unchanged_decision(
         detail=_usage_head(usage_before, budget),
         selected_ids=tuple(pin_labels),
         policy=pol.label,
+        step=step,
+        at=at,
         data=data,
     )
 
