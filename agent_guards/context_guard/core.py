@@ -419,9 +419,11 @@ def _grown_unchanged(
         if not (item in labels or (prev is not None and prev[1] == "id")):
             return None  # pinned by a tool call id: _pins_again resolves it
     grown = _growth(msgs, t, n, b)
-    if grown is None or not _tools_untouched(new, labels, grown[0], grown[1], b):
+    if grown is None:
         return None
     raw_new, scale = grown
+    if not _tools_untouched(new, labels, raw_new, scale, b):
+        return None
     raw_in = int(t["tokens"]) + sum(raw_new)
     tokens = scaled_total(raw_in, scale) + b.tool_tokens
     if _over(tokens, b):

@@ -409,7 +409,7 @@ class ContextGuardNode:
     ) -> dict[str, Any]:
         decision = verdict.decision
         assert decision is not None
-        update: dict[str, Any] = {"guard_log": [_stamped(decision, store, config)]}
+        update: dict[str, Any] = {"guard_log": [stamp(decision, config, **_archive_note(store))]}
         if self.tally_key:
             update[self.tally_key] = verdict.tally
         if verdict.changed:
@@ -523,14 +523,6 @@ class _Plan(NamedTuple):
 
 
 _EMPTY: tuple[Any, ...] = (None, "", {}, [])
-
-
-def _stamped(
-    decision: GuardDecision, store: BaseStore | None, config: RunnableConfig
-) -> GuardDecision:
-    """The fit's decision as the node records it: stamped, and saying when no store was
-    there to archive to."""
-    return stamp(decision, config, **_archive_note(store))
 
 
 def _archive_note(store: BaseStore | None) -> dict[str, Any]:
