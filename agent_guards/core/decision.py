@@ -100,9 +100,11 @@ def _ids(values: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(str(v) for v in values) if values is not None else ()
 
 
-def _checked_ids(values: Any) -> bool:
-    """Whether ``values`` is what :func:`_ids` would make of it already: a tuple of str."""
-    return type(values) is tuple and all(type(v) is str for v in values)
+def _checked(values: Any) -> tuple[str, ...]:
+    """``values`` as :func:`_ids` makes them: a tuple of str is kept as it is."""
+    if type(values) is tuple and (not values or all(type(v) is str for v in values)):
+        return values
+    return _ids(values)
 
 
 class Checkpointed:
@@ -139,7 +141,7 @@ def _field_names(cls: Any) -> tuple[str, ...]:
     return names
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)  # __init__ below: it checks and sets in one pass
 class GuardDecision(Checkpointed):
     """One decision a guard made: the unit that traces, evals and diffs compare.
 
@@ -182,20 +184,42 @@ class GuardDecision(Checkpointed):
     at: str | None = field(default=None, compare=False)
     data: dict[str, Any] = field(default_factory=dict, hash=False)
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.guard, str) or not self.guard:
-            raise ValueError(f"GuardDecision.guard must be a non-empty string, got {self.guard!r}")
-        if not isinstance(self.reason, str) or not self.reason:
-            raise ValueError(
-                f"GuardDecision.reason must be a non-empty string, got {self.reason!r}"
-            )
-        fields = self.__dict__  # set through it: the dataclass is frozen to its callers
-        if type(self.verdict) is not Verdict:
-            fields["verdict"] = parse_verdict(self.verdict)
-        for name in ("selected_ids", "conflicting_ids", "dropped_ids"):
-            if not _checked_ids(fields[name]):  # a tuple of str is kept: it is its own _ids
-                fields[name] = _ids(fields[name])
-        fields["data"] = dict(self.data or {})
+    def __init__(
+        self,
+        guard: str,
+        verdict: Verdict | str,
+        reason: str,
+        *,
+        detail: str = "",
+        selected_ids: Iterable[str] = (),
+        conflicting_ids: Iterable[str] = (),
+        dropped_ids: Iterable[str] = (),
+        policy: str = "",
+        step: int | None = None,
+        at: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(guard, str) or not guard:
+            raise ValueError(f"GuardDecision.guard must be a non-empty string, got {guard!r}")
+        if not isinstance(reason, str) or not reason:
+            raise ValueError(f"GuardDecision.reason must be a non-empty string, got {reason!r}")
+        # set through __dict__, once: the dataclass is frozen to its callers; a tuple of
+        # str is kept as it is (it is its own _ids), anything else is converted
+        self.__dict__.update(
+            {
+                "guard": guard,
+                "verdict": verdict if type(verdict) is Verdict else parse_verdict(verdict),
+                "reason": reason,
+                "detail": detail,
+                "selected_ids": _checked(selected_ids),
+                "conflicting_ids": _checked(conflicting_ids),
+                "dropped_ids": _checked(dropped_ids),
+                "policy": policy,
+                "step": step,
+                "at": at,
+                "data": dict(data) if data else {},
+            }
+        )
 
     @property
     def tag(self) -> str:
