@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from functools import partial
 from typing import Any
 
 from langchain_core.language_models import BaseLanguageModel
@@ -131,7 +130,12 @@ def count_tokens_cjk(
         (17, 14)
     """
     msgs = convert_to_messages(messages)
-    base = count_tokens_approximately(msgs, tools=tools)
+    return _by_shape(msgs, count_tokens_approximately(msgs, tools=tools), cjk_tokens_per_char)
+
+
+def _by_shape(msgs: Sequence[BaseMessage], base: int, cjk_tokens_per_char: float) -> int:
+    """``base``, ``count_tokens_approximately``'s count of ``msgs``, with their text counted
+    by its shape instead of 4 characters a token."""
     chars = shaped = 0.0
     for m in msgs:
         for text in _texts(m):
@@ -179,7 +183,7 @@ def usage_scale(messages: Sequence[BaseMessage], tokens: Sequence[int], tool_tok
 
 def cached_counter(cjk_tokens_per_char: float = CJK_TOKENS_PER_CHAR) -> _MemoCounter:
     """A one-message :func:`count_tokens_cjk` with a bounded memo (a pure function cache)."""
-    return _MemoCounter(partial(count_tokens_cjk, cjk_tokens_per_char=cjk_tokens_per_char))
+    return _MemoCounter(cjk_tokens_per_char)
 
 
 _MEMO_SIZE = 16_384  # entries
@@ -193,27 +197,33 @@ class _MemoCounter:
     Bounded in entries and in the characters it keeps alive; a miss only costs a recount.
     """
 
-    __slots__ = ("_chars", "_count", "_memo")
+    __slots__ = ("_chars", "_memo", "_rate")
 
-    def __init__(self, count: Any) -> None:
-        self._count = count
+    def __init__(self, cjk_tokens_per_char: float) -> None:
+        self._rate = cjk_tokens_per_char
         self._memo: dict[tuple[Any, ...], int] = {}
         self._chars = 0
 
     def __call__(self, m: BaseMessage) -> int:
         content = m.content
         if not isinstance(content, str) or len(content) > _MEMO_MAX_TEXT:
-            return int(self._count([m]))
+            return self._count(m)
         calls = repr(m.tool_calls) if isinstance(m, AIMessage) and m.tool_calls else ""
         call_id = m.tool_call_id if isinstance(m, ToolMessage) else ""
         role = m.role if isinstance(m, ChatMessage) else None
         key = (type(m), role, m.name, call_id, calls, content)
         hit = self._memo.get(key)
         if hit is None:
-            hit = int(self._count([m]))
+            hit = self._count(m)
             if len(self._memo) >= _MEMO_SIZE or self._chars >= _MEMO_CHARS:
                 self._memo.clear()
                 self._chars = 0
             self._memo[key] = hit
             self._chars += len(content) + len(calls)
         return hit
+
+    def _count(self, m: BaseMessage) -> int:
+        """``count_tokens_cjk([m])``: ``m`` is a message already, converted once (by
+        ``count_tokens_approximately``), not twice."""
+        one = [m]
+        return _by_shape(one, count_tokens_approximately(one), self._rate)

@@ -5,13 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.messages.utils import count_tokens_approximately
 
 from agent_guards.context_guard import fit_context
 from agent_guards.context_guard.steps import DEFAULT_COUNTER, make_counter
-from agent_guards.context_guard.tokens import count_tokens_cjk, has_own_counter, usage_scale
+from agent_guards.context_guard.tokens import (
+    CJK_TOKENS_PER_CHAR,
+    cached_counter,
+    count_tokens_cjk,
+    has_own_counter,
+    usage_scale,
+)
 from agent_guards.core import Verdict
 
 ZH = "根据二零二四年发布的补贴管理办法，申请企业需要在每季度结束后提交材料。"
@@ -127,3 +142,35 @@ def test_a_long_text_is_counted_on_windows_close_to_a_full_count() -> None:
     sampled = tokens._text_tokens(text, tokens.CJK_TOKENS_PER_CHAR)
     assert sampled != full and abs(sampled / full - 1) < 0.02
     assert count_tokens_cjk([HumanMessage(text)]) == count_tokens_cjk([HumanMessage(text)])
+
+
+_TEXT = st.text(
+    alphabet=st.sampled_from(list("ab Z9,.;!\n\t(){}") + list("北京需求變更日本語한국"))
+)
+_CALLS = st.lists(
+    st.fixed_dictionaries({"name": st.sampled_from(["t", "天气"]), "args": st.dictionaries(
+        st.sampled_from(["q", "城市"]), _TEXT, max_size=2), "id": st.sampled_from(["c1", "c2"])}),
+    max_size=2,
+)  # fmt: skip
+_CONTENT = _TEXT | st.lists(
+    _TEXT | st.fixed_dictionaries({"type": st.sampled_from(["text", "image"]), "text": _TEXT}),
+    max_size=3,
+)
+_MESSAGES = st.one_of(
+    st.builds(HumanMessage, content=_CONTENT, name=st.none() | st.sampled_from(["ann", "李"])),
+    st.builds(AIMessage, content=_CONTENT, tool_calls=_CALLS),
+    st.builds(ToolMessage, content=_CONTENT, tool_call_id=st.sampled_from(["c1", "調用"])),
+    st.builds(SystemMessage, content=_CONTENT),
+    st.builds(ChatMessage, content=_TEXT, role=st.sampled_from(["critic", "user"])),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(message=_MESSAGES, rate=st.sampled_from([CJK_TOKENS_PER_CHAR, 0.5, 1.1]))
+def test_the_memo_counts_one_message_as_count_tokens_cjk_does(
+    message: BaseMessage, rate: float
+) -> None:
+    counter = cached_counter(rate)
+    expected = count_tokens_cjk([message], cjk_tokens_per_char=rate)
+    assert counter(message) == expected  # a miss
+    assert counter(message) == expected  # a hit
