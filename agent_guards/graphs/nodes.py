@@ -241,8 +241,8 @@ class Nodes:
         run's clock since ``start_step``); None when it has time left or no limit."""
         current = current_plan(state.get("plans") or [])
         step = _step_of(current, state.get("current_step"))
-        if not self.pol.guards or step is None:
-            return None
+        if not self.pol.guards or step is None or step.timeout_s is None:
+            return None  # no limit: the run's clock is not read
         started = state.get("step_started_at")
         elapsed = step_overdue(step.timeout_s, started, now_from_config(config))
         return (step, elapsed) if elapsed is not None else None
