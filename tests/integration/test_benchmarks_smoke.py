@@ -93,6 +93,20 @@ def test_guard_costs_come_from_the_guarded_run_and_leave_the_guards_as_they_were
     assert "the route itself" in route["note"] and route["value"] > 0
 
 
+def test_the_overhead_rows_give_the_middle_half_of_their_pairs() -> None:
+    from benchmarks.bench_graph import guard_overhead
+
+    rows = {r["name"]: r for r in guard_overhead(quick=True)}
+    for name in (
+        "guard overhead per run: guards on / off",
+        "guard overhead per super-step: on / off",
+    ):
+        row = rows[name]
+        low, high = map(float, re.findall(r"(\d+\.\d\d)x", row["note"]))
+        # quartiles of the same pairs whose median is the value (each rounded to 0.01)
+        assert low <= high and low - 0.005 <= row["value"] <= high + 0.005
+
+
 def test_instruction_counts_are_of_the_plan_the_time_rows_run() -> None:
     from benchmarks.bench_graph import _run
 
