@@ -97,14 +97,10 @@ ContextRoute = Literal["continue", "nudge", "repair"]
 
 
 def _ids(values: Iterable[str] | None) -> tuple[str, ...]:
-    return tuple(str(v) for v in values) if values is not None else ()
-
-
-def _checked(values: Any) -> tuple[str, ...]:
-    """``values`` as :func:`_ids` makes them: a tuple of str is kept as it is."""
+    """``values`` as a tuple of str (none for None); a tuple of str is kept as it is."""
     if type(values) is tuple and (not values or all(type(v) is str for v in values)):
         return values
-    return _ids(values)
+    return tuple(str(v) for v in values) if values is not None else ()
 
 
 class Checkpointed:
@@ -211,9 +207,9 @@ class GuardDecision(Checkpointed):
                 "verdict": verdict if type(verdict) is Verdict else parse_verdict(verdict),
                 "reason": reason,
                 "detail": detail,
-                "selected_ids": _checked(selected_ids),
-                "conflicting_ids": _checked(conflicting_ids),
-                "dropped_ids": _checked(dropped_ids),
+                "selected_ids": _ids(selected_ids),
+                "conflicting_ids": _ids(conflicting_ids),
+                "dropped_ids": _ids(dropped_ids),
                 "policy": policy,
                 "step": step,
                 "at": at,
