@@ -232,16 +232,20 @@ def _pool_every_turn() -> Iterator[None]:
         setattr(GuardedToolNode, "_lone", lone)  # noqa: B010
 
 
+def _ratios(first: list[float], second: list[float]) -> list[float]:
+    """first / second, pair by pair (run ``i`` of each is one pair)."""
+    return [a / b for a, b in zip(first, second, strict=True)]
+
+
 def _paired(first: list[float], second: list[float]) -> float:
-    """The median of first / second over the pairs (run ``i`` of each is one pair)."""
-    return statistics.median(a / b for a, b in zip(first, second, strict=True))
+    """The median of first / second over the pairs."""
+    return statistics.median(_ratios(first, second))
 
 
 def _middle_half(first: list[float], second: list[float]) -> tuple[float, float]:
     """The first and third quartiles of first / second over the pairs: how far one pair's
     ratio strays from the median (the machine's speed moves between the pairs)."""
-    ratios = [a / b for a, b in zip(first, second, strict=True)]
-    low, _, high = statistics.quantiles(ratios, n=4, method="inclusive")
+    low, _, high = statistics.quantiles(_ratios(first, second), n=4, method="inclusive")
     return low, high
 
 
