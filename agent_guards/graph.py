@@ -33,7 +33,7 @@ from agent_guards.core.decision import GuardDecision, Verdict
 from agent_guards.core.errors import InvalidInputError
 from agent_guards.core.signatures import is_guard_message
 from agent_guards.core.state import DEFAULT_KEYS, StateKeys
-from agent_guards.tracing import attach_decision
+from agent_guards.tracing import attach_decision, traced
 
 T = TypeVar("T")
 
@@ -98,6 +98,13 @@ def stamp(decision: GuardDecision, config: RunnableConfig | None, **data: Any) -
         stamped.data.update(data)  # the copy's own dict
     attach_decision(stamped)
     return stamped
+
+
+def trace_only(decision: GuardDecision, config: RunnableConfig | None) -> None:
+    """:func:`stamp` for a decision that only the trace keeps (a route's, on a healthy turn):
+    in a run nothing traces, the stamped copy would be made and dropped, so it is not made."""
+    if traced():
+        stamp(decision, config)
 
 
 def invalid_input(

@@ -21,7 +21,7 @@ from typing import Any
 
 from agent_guards.core.decision import GuardDecision
 
-__all__ = ["attach_decision", "decision_metadata", "decision_tags"]
+__all__ = ["attach_decision", "decision_metadata", "decision_tags", "traced"]
 
 METADATA_KEY = "guard_decisions"
 
@@ -56,6 +56,25 @@ def decision_metadata(decisions: Iterable[GuardDecision]) -> dict[str, Any]:
         METADATA_KEY: [d.to_dict() for d in items],
         "guard_verdicts": {d.guard: d.verdict.value for d in items},
     }
+
+
+def traced() -> bool:
+    """Whether there is a current LangSmith run to attach decisions to.
+
+    Example:
+        >>> from langsmith import trace, tracing_context
+        >>> traced()
+        False
+        >>> with tracing_context(enabled="local"), trace("loop_check"):  # sends nothing
+        ...     traced()
+        True
+    """
+    try:
+        from langsmith.run_helpers import get_current_run_tree
+
+        return get_current_run_tree() is not None
+    except Exception:  # pragma: no cover - langsmith internals changed
+        return False
 
 
 def attach_decision(decision: GuardDecision) -> bool:

@@ -188,7 +188,7 @@ def create_retry_router(
         messages = state_messages(state, messages_key)  # both cores read the same history
         if _healthy(messages, policy, loop_policy):
             for made in made_once:  # attached to the trace as the cores' own would be
-                _node.stamp(made, config)
+                _node.trace_only(made, config)
             return "continue"
         decision = _node.stamp(
             _node.decide_messages(GUARD, route_core, messages, policy=policy.label), config

@@ -10,9 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
+from agent_guards import LoopPolicy, LoopState, create_retry_router
 from agent_guards.core import GuardDecision, GuardState, Verdict
 from agent_guards.graph import stamp
 
@@ -99,6 +101,39 @@ def test_decision_is_posted_as_run_metadata_and_tag(fake_langsmith: list[bytes])
     assert b"guard:loop_check:stop" in payload
     assert b"repeated_call" in payload
     assert b"guard_decisions" in payload
+
+
+@pytest.mark.parametrize("loop", [None, LoopPolicy()])
+def test_a_healthy_turn_s_route_decisions_reach_the_trace(
+    fake_langsmith: list[bytes], loop: LoopPolicy | None
+) -> None:
+    """The route's decisions on a healthy turn are kept by the trace alone: posted when the
+    run is traced, and (untraced) the same route with nothing to attach them to."""
+    from langchain_core.tracers.langchain import LangChainTracer, wait_for_all_tracers
+    from langsmith import Client
+
+    router = create_retry_router(loop_policy=loop)
+    routes: list[str] = []
+
+    def tools(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        routes.append(router.invoke(state, config))
+        return {}
+
+    graph = StateGraph(LoopState).add_node("tools", tools)
+    graph = graph.add_edge(START, "tools").add_edge("tools", END).compile()
+    call = {"name": "search", "args": {"q": "x"}, "id": "c1"}
+    turn = {"messages": [AIMessage("", tool_calls=[call]), ToolMessage("found", tool_call_id="c1")]}
+
+    graph.invoke(turn)
+    client = Client()
+    graph.invoke(turn, {"callbacks": [LangChainTracer(client=client)]})
+    wait_for_all_tracers()
+    client.flush()
+
+    assert routes == ["continue", "continue"]
+    payload = b"\n".join(fake_langsmith)
+    assert b"guard:retry_router:continue" in payload and b"no_failure" in payload
+    assert (b"no_loop" in payload) is (loop is not None)
 
 
 def test_no_trace_no_error() -> None:

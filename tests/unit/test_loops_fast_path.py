@@ -348,8 +348,11 @@ CLOCK = {"configurable": {"agent_guards_now": "2026-06-01"}, "metadata": {"langg
 BAD_CLOCK = {"configurable": {"agent_guards_now": object()}}
 
 
-def _edge_run(edge: Any, messages: list[Any], config: Any) -> tuple[Any, list[Any]]:
-    """The edge's route (or its error) and the decisions it stamped, in order."""
+def _edge_run(
+    edge: Any, messages: list[Any], config: Any, *, traced: bool = True
+) -> tuple[Any, list[Any]]:
+    """The edge's route (or its error) and the decisions it stamped, in order, in a run
+    that is traced (the decisions the trace would get) or not."""
     stamped: list[Any] = []
     stamp = agent_graph.stamp
 
@@ -358,7 +361,10 @@ def _edge_run(edge: Any, messages: list[Any], config: Any) -> tuple[Any, list[An
         stamped.append(out.to_dict())
         return out
 
-    with mock.patch.object(agent_graph, "stamp", recorded):
+    with (
+        mock.patch.object(agent_graph, "stamp", recorded),
+        mock.patch.object(agent_graph, "traced", lambda: traced),
+    ):
         try:
             return edge.invoke({"messages": messages}, config), stamped
         except Exception as err:
@@ -405,6 +411,8 @@ def test_the_edge_takes_its_fast_path_on_a_healthy_turn() -> None:
         ("retry_router", "no_failure", 3),
         ("loop_check", "no_loop", 3),
     ]
+    # untraced, the decisions only a trace keeps are not stamped at all
+    assert _edge_run(edge, messages, CLOCK, traced=False) == ("continue", [])
     failing = RetryRouterPolicy(failure_patterns={"search": [(r"^record 0", "permission")]})
     assert not router_graph._healthy(messages, failing, LoopPolicy())  # its own failures
     assert create_retry_router(policy=failing).invoke({"messages": messages}, CLOCK) == "refuse"
