@@ -107,8 +107,8 @@ def test_decision_is_posted_as_run_metadata_and_tag(fake_langsmith: list[bytes])
 def test_a_healthy_turn_s_route_decisions_reach_the_trace(
     fake_langsmith: list[bytes], loop: LoopPolicy | None
 ) -> None:
-    """The route's decisions on a healthy turn are kept by the trace alone: posted when the
-    run is traced, and (untraced) the same route with nothing to attach them to."""
+    """The route's decisions on a healthy turn, which only the trace keeps, are posted with
+    the traced run (``trace_only``: an untraced run makes no copy of them)."""
     from langchain_core.tracers.langchain import LangChainTracer, wait_for_all_tracers
     from langsmith import Client
 
@@ -124,13 +124,12 @@ def test_a_healthy_turn_s_route_decisions_reach_the_trace(
     call = {"name": "search", "args": {"q": "x"}, "id": "c1"}
     turn = {"messages": [AIMessage("", tool_calls=[call]), ToolMessage("found", tool_call_id="c1")]}
 
-    graph.invoke(turn)
     client = Client()
     graph.invoke(turn, {"callbacks": [LangChainTracer(client=client)]})
     wait_for_all_tracers()
     client.flush()
 
-    assert routes == ["continue", "continue"]
+    assert routes == ["continue"]
     payload = b"\n".join(fake_langsmith)
     assert b"guard:retry_router:continue" in payload and b"no_failure" in payload
     assert (b"no_loop" in payload) is (loop is not None)
