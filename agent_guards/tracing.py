@@ -69,12 +69,17 @@ def traced() -> bool:
         ...     traced()
         True
     """
+    return _current_run() is not None
+
+
+def _current_run() -> Any:
+    """The current LangSmith run, or None (also when langsmith's internals changed)."""
     try:
         from langsmith.run_helpers import get_current_run_tree
 
-        return get_current_run_tree() is not None
+        return get_current_run_tree()
     except Exception:  # pragma: no cover - langsmith internals changed
-        return False
+        return None
 
 
 def attach_decision(decision: GuardDecision) -> bool:
@@ -93,12 +98,7 @@ def attach_decision(decision: GuardDecision) -> bool:
         >>> run.tags, run.metadata["guard_verdicts"]
         (['guard:loop_check:nudge'], {'loop_check': 'nudge'})
     """
-    try:
-        from langsmith.run_helpers import get_current_run_tree
-
-        run = get_current_run_tree()
-    except Exception:  # pragma: no cover - langsmith internals changed
-        return False
+    run = _current_run()
     if run is None:
         return False
     metadata = run.metadata  # a dict held in run.extra; mutated in place
