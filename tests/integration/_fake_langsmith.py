@@ -7,14 +7,18 @@ payloads are recorded (decompressed) so tests can look at what was uploaded.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import threading
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+import pytest
 
 
 class FakeLangSmith(ThreadingHTTPServer):
@@ -35,6 +39,39 @@ class FakeLangSmith(ThreadingHTTPServer):
     def payload(self) -> bytes:
         """Everything posted (runs, feedback, examples), concatenated."""
         return b"\n".join(body for _, body in self.posted)
+
+
+@contextlib.contextmanager
+def tracing_to(server: FakeLangSmith) -> Iterator[FakeLangSmith]:
+    """LangSmith tracing on, sent to ``server`` (serving meanwhile), for the block.
+
+    LangSmith caches its client and the environment it read, per process: both are reset on
+    the way in (no test that ran before points it elsewhere) and out (no test after runs
+    traced, to the default endpoint, once the variables are restored)."""
+    import langsmith.utils as ls_utils
+    from langchain_core.tracers.langchain import wait_for_all_tracers
+    from langsmith import run_trees
+
+    def forget() -> None:
+        ls_utils.get_env_var.cache_clear()  # type: ignore[attr-defined]
+        ls_utils.get_tracer_project.cache_clear()
+
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LANGSMITH_TRACING", "true")
+        patch.setenv("LANGSMITH_API_KEY", "fake-key")
+        patch.setenv("LANGSMITH_ENDPOINT", server.url)
+        patch.setenv("LANGSMITH_PROJECT", "agent-guards-tests")
+        patch.setattr(run_trees, "_CLIENT", None)
+        forget()
+        try:
+            yield server
+        finally:
+            wait_for_all_tracers()
+            server.shutdown()
+            server.server_close()
+    forget()
 
 
 def _now() -> str:

@@ -4,7 +4,6 @@ and the pytest route (``@pytest.mark.langsmith``)."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -12,25 +11,15 @@ import pytest
 from agent_guards import EvidencePolicy
 from agent_guards.evals import EvalPolicies, check, load_cases, run_kind
 from agent_guards.evals.langsmith_io import export_dataset, run_experiment, to_examples
-from tests.integration._fake_langsmith import FakeLangSmith
+from tests.integration._fake_langsmith import FakeLangSmith, tracing_to
 
 SLICE = [c for c in load_cases() if c.slice == "source_credibility"]
 
 
 @pytest.fixture
-def fake_langsmith(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLangSmith]:
-    server = FakeLangSmith()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("LANGSMITH_TRACING", "true")
-    monkeypatch.setenv("LANGSMITH_API_KEY", "fake-key")
-    monkeypatch.setenv("LANGSMITH_ENDPOINT", server.url)
-    monkeypatch.setenv("LANGSMITH_PROJECT", "agent-guards-tests")
-    try:
+def fake_langsmith() -> Iterator[FakeLangSmith]:
+    with tracing_to(FakeLangSmith()) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _client(server: FakeLangSmith):  # type: ignore[no-untyped-def]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from agent_guards.graphs.scenarios import (
 from agent_guards.persistence import open_persistence
 from agent_guards.testing import tool_call_message
 from agent_guards.tool_guard import annotate_tool
-from tests.integration._fake_langsmith import FakeLangSmith
+from tests.integration._fake_langsmith import FakeLangSmith, tracing_to
 
 SCENARIO = SCENARIOS["procurement_threshold"]
 DRAFT = next(d for d in PROCUREMENT_DOCS if d.get("allowed"))
@@ -43,32 +42,9 @@ SECRETS = (DRAFT["id"], DRAFT["text"], "拟调整为 30 万", DRAFT["value"])
 
 @pytest.fixture(scope="module")
 def fake_langsmith() -> Iterator[FakeLangSmith]:
-    """One endpoint for the module. LangSmith caches its client and the environment it
-    read per process: both are reset here, so tests that ran before cannot point it away."""
-    import langsmith.utils as ls_utils
-    from langsmith import run_trees
-
-    server = FakeLangSmith()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LANGSMITH_TRACING", "true")
-        patch.setenv("LANGSMITH_API_KEY", "fake-key")
-        patch.setenv("LANGSMITH_ENDPOINT", server.url)
-        patch.setenv("LANGSMITH_PROJECT", "agent-guards-tests")
-        patch.setattr(run_trees, "_CLIENT", None)
-        ls_utils.get_env_var.cache_clear()  # type: ignore[attr-defined]
-        ls_utils.get_tracer_project.cache_clear()
-        try:
-            yield server
-        finally:
-            from langchain_core.tracers.langchain import wait_for_all_tracers
-
-            wait_for_all_tracers()
-            server.shutdown()
-            server.server_close()
-    ls_utils.get_env_var.cache_clear()  # type: ignore[attr-defined]
-    ls_utils.get_tracer_project.cache_clear()
+    """One endpoint for the module (``tracing_to`` resets what LangSmith cached)."""
+    with tracing_to(FakeLangSmith()) as server:
+        yield server
 
 
 def _echo(messages: Sequence[BaseMessage]) -> str:

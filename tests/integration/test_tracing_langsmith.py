@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import gzip
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -17,61 +13,16 @@ from langgraph.graph import END, START, StateGraph
 from agent_guards import LoopPolicy, LoopState, create_retry_router
 from agent_guards.core import GuardDecision, GuardState, Verdict
 from agent_guards.graph import stamp
-
-
-class _Capture(BaseHTTPRequestHandler):
-    bodies: list[bytes]
-
-    def _body(self) -> bytes:
-        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-        encoding = (self.headers.get("content-encoding") or "").lower()
-        if encoding == "gzip":
-            raw = gzip.decompress(raw)
-        elif encoding == "zstd":
-            import zstandard
-
-            raw = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
-        return raw
-
-    def _reply(self, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self._reply({"version": "0.0-fake", "batch_ingest_config": {}})
-
-    def do_POST(self) -> None:
-        self.server.bodies.append(self._body())  # type: ignore[attr-defined]
-        self._reply({})
-
-    do_PATCH = do_POST
-
-    def log_message(self, *args: Any) -> None:
-        pass
+from tests.integration._fake_langsmith import FakeLangSmith, tracing_to
 
 
 @pytest.fixture
-def fake_langsmith(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bytes]]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Capture)
-    server.bodies = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("LANGSMITH_TRACING", "true")
-    monkeypatch.setenv("LANGSMITH_API_KEY", "fake-key")
-    monkeypatch.setenv("LANGSMITH_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
-    monkeypatch.setenv("LANGSMITH_PROJECT", "agent-guards-tests")
-    try:
-        yield server.bodies  # type: ignore[attr-defined]
-    finally:
-        server.shutdown()
-        server.server_close()
+def fake_langsmith() -> Iterator[FakeLangSmith]:
+    with tracing_to(FakeLangSmith()) as server:
+        yield server
 
 
-def test_decision_is_posted_as_run_metadata_and_tag(fake_langsmith: list[bytes]) -> None:
+def test_decision_is_posted_as_run_metadata_and_tag(fake_langsmith: FakeLangSmith) -> None:
     from langchain_core.tracers.langchain import wait_for_all_tracers
     from langsmith import Client
 
@@ -97,7 +48,7 @@ def test_decision_is_posted_as_run_metadata_and_tag(fake_langsmith: list[bytes])
     wait_for_all_tracers()
     client.flush()
 
-    payload = b"\n".join(fake_langsmith)
+    payload = fake_langsmith.payload()
     assert b"guard:loop_check:stop" in payload
     assert b"repeated_call" in payload
     assert b"guard_decisions" in payload
@@ -105,7 +56,7 @@ def test_decision_is_posted_as_run_metadata_and_tag(fake_langsmith: list[bytes])
 
 @pytest.mark.parametrize("loop", [None, LoopPolicy()])
 def test_a_healthy_turn_s_route_decisions_reach_the_trace(
-    fake_langsmith: list[bytes], loop: LoopPolicy | None
+    fake_langsmith: FakeLangSmith, loop: LoopPolicy | None
 ) -> None:
     """The route's decisions on a healthy turn, which only the trace keeps, are posted with
     the traced run (``trace_only``: an untraced run makes no copy of them)."""
@@ -130,7 +81,7 @@ def test_a_healthy_turn_s_route_decisions_reach_the_trace(
     client.flush()
 
     assert routes == ["continue"]
-    payload = b"\n".join(fake_langsmith)
+    payload = fake_langsmith.payload()
     assert b"guard:retry_router:continue" in payload and b"no_failure" in payload
     assert (b"no_loop" in payload) is (loop is not None)
 
